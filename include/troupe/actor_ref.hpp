@@ -1,0 +1,167 @@
+#pragma once
+
+/// \file
+/// `troupe::actor_ref<T>`: the typed handle through which actors are sent
+/// messages.
+
+#include <troupe/concepts.hpp>
+#include <troupe/error.hpp>
+#include <troupe/lifecycle.hpp>
+#include <troupe/detail/cell.hpp>
+
+#include <asio/async_result.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <system_error>
+#include <type_traits>
+
+namespace troupe {
+
+namespace detail {
+template <class X>
+inline constexpr bool is_duration = false;
+template <class Rep, class Period>
+inline constexpr bool is_duration<std::chrono::duration<Rep, Period>> = true;
+} // namespace detail
+
+/// A reference to an actor of type `T`.
+///
+/// Copyable and cheap (one pointer; copying touches a reference count), and
+/// thread-safe: any thread may tell, ask or stop through the same reference.
+/// A reference keeps the actor's bookkeeping alive, not the actor: once the
+/// actor has stopped, tells fail with `errc::actor_stopped` (and count as
+/// dead letters) and asks fail at once with the same code.
+///
+/// Only messages `T` handles are accepted: `tell`, `ask` and `send` are
+/// constrained on `troupe::handles<T, M>`, so a wrong message is a compile
+/// error naming both types.
+///
+/// \code
+/// auto c = sys.spawn<counter>();
+/// c.tell(add{2});                                   // fire and forget
+/// int v = co_await c.ask(total{});                  // in a coroutine
+/// int w = c.ask(total{}, asio::use_future).get();   // from a plain thread
+/// \endcode
+template <class T>
+class actor_ref {
+public:
+  using actor_type = T;
+
+  /// An empty reference; every operation on it is a precondition violation
+  /// except `operator bool`, comparison and assignment.
+  actor_ref() = default;
+
+  explicit operator bool() const noexcept { return static_cast<bool>(cell_); }
+  /// The actor's id (unique within its system).
+  actor_id id() const noexcept { return cell_->id(); }
+
+  friend bool operator==(const actor_ref& a, const actor_ref& b) noexcept { return a.cell_.get() == b.cell_.get(); }
+
+  // -- messaging --------------------------------------------------------------
+
+  /// Enqueues `msg` and returns at once. Messages from one sender are
+  /// processed in the order sent. The result is empty on success,
+  /// `errc::actor_stopped` if the actor has stopped (the message counts as a
+  /// dead letter) or `errc::mailbox_full` for a full bounded mailbox.
+  template <class M>
+    requires handles<T, std::decay_t<M>>
+  std::error_code tell(M&& msg) const {
+    return cell_->enqueue(new detail::tell_envelope<T, std::decay_t<M>>(std::forward<M>(msg)));
+  }
+
+  /// Sends `msg` and completes with the handler's result: an Asio initiating
+  /// function with signature `void(std::exception_ptr, R)` (or
+  /// `void(std::exception_ptr)` when the handler returns `void`), where `R`
+  /// is `reply_type_t<T, M>`. Any completion token works: `use_awaitable`
+  /// (the default; failures are thrown), `use_future`,
+  /// `experimental::deferred`, `experimental::as_tuple(...)`, callbacks.
+  ///
+  /// Failures are `troupe::error` exceptions (a `std::system_error` with a
+  /// `troupe::errc` code): `actor_stopped` at once if the actor has stopped
+  /// or stops before answering, `timeout` after the system's default ask
+  /// timeout (none unless configured), `handler_failed` with the handler's
+  /// exception message, `mailbox_full`. A reply arriving after the timeout is
+  /// dropped. The handler is invoked on its associated executor.
+  template <class M, class Token = asio::use_awaitable_t<>>
+    requires handles<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+  auto ask(M&& msg, Token&& token = Token{}) const {
+    return ask(std::forward<M>(msg), cell_->sys().config.ask_timeout, std::forward<Token>(token));
+  }
+
+  /// As `ask(msg, token)`, failing with `errc::timeout` when no reply arrived
+  /// within `timeout` (zero: no timeout).
+  template <class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
+    requires handles<T, std::decay_t<M>>
+  auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
+    using reply = reply_type_t<T, std::decay_t<M>>;
+    static_assert(std::is_void_v<reply> || std::is_default_constructible_v<reply>,
+                  "troupe: the reply type of an ask must be default-constructible (it is passed with the error when "
+                  "the ask fails)");
+    return asio::async_initiate<Token, typename detail::ask_signature<reply>::type>(
+        ask_initiation{cell_.get()}, token, std::forward<M>(msg),
+        std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+  }
+
+  /// Enqueues `msg`, waiting for room when the actor's bounded mailbox is
+  /// full (backpressure); for an unbounded mailbox it completes at once.
+  /// Signature `void(std::error_code)`: empty, or `errc::actor_stopped`.
+  template <class M, class Token = asio::use_awaitable_t<>>
+    requires handles<T, std::decay_t<M>>
+  auto send(M&& msg, Token&& token = Token{}) const {
+    return asio::async_initiate<Token, void(std::error_code)>(send_initiation{cell_.get()}, token,
+                                                              std::forward<M>(msg));
+  }
+
+  // -- lifecycle --------------------------------------------------------------
+
+  /// Asks the actor to stop after its current message; thread-safe and
+  /// idempotent. Messages still queued then fail (`errc::actor_stopped`) or
+  /// count as dead letters.
+  void stop() const { cell_->request_stop(exit_reason::normal); }
+
+  /// Completes once the actor has stopped (at once if it already has), with
+  /// signature `void(troupe::down)`.
+  template <class Token = asio::use_awaitable_t<>>
+  auto when_stopped(Token&& token = Token{}) const {
+    return asio::async_initiate<Token, void(down)>(
+        [](auto handler, detail::cell_base* c) {
+          auto h = std::make_shared<detail::stored_handler<decltype(handler)>>(std::move(handler));
+          if (auto d = c->add_watcher([h](const down& d) { h->dispatch(d); })) h->post(*d);
+        },
+        token, cell_.get());
+  }
+
+private:
+  template <class>
+  friend class context;
+  friend class actor_system;
+
+  explicit actor_ref(detail::cell<T>* c) noexcept : cell_(c) {}
+
+  struct ask_initiation {
+    detail::cell<T>* c;
+    template <class Handler, class M>
+    void operator()(Handler&& h, M&& msg, std::chrono::nanoseconds timeout) const {
+      using envelope = detail::ask_envelope<T, std::decay_t<M>, std::decay_t<Handler>>;
+      auto* e = new envelope(std::forward<Handler>(h), std::forward<M>(msg));
+      if (timeout.count() > 0 && !c->closed()) e->arm(c->executor(), timeout);
+      c->enqueue_ask(e);
+    }
+  };
+
+  struct send_initiation {
+    detail::cell<T>* c;
+    template <class Handler, class M>
+    void operator()(Handler&& h, M&& msg) const {
+      auto* e = new detail::tell_envelope<T, std::decay_t<M>>(std::forward<M>(msg));
+      auto stored = std::make_shared<detail::stored_handler<std::decay_t<Handler>>>(std::forward<Handler>(h));
+      detail::unique_function<void(std::error_code)> later = [stored](std::error_code ec) { stored->dispatch(ec); };
+      if (auto now = c->enqueue_or_wait(e, later)) stored->post(*now);
+    }
+  };
+
+  detail::cell_ptr<detail::cell<T>> cell_;
+};
+
+} // namespace troupe

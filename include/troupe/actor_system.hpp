@@ -1,0 +1,164 @@
+#pragma once
+
+/// \file
+/// `troupe::actor_system`: owns the worker threads and the actors.
+
+#include <troupe/actor_ref.hpp>
+#include <troupe/config.hpp>
+#include <troupe/context.hpp>
+#include <troupe/error.hpp>
+#include <troupe/detail/cell.hpp>
+
+#include <asio/post.hpp>
+#include <asio/thread_pool.hpp>
+
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace troupe {
+
+namespace detail {
+template <class... Args>
+inline constexpr bool starts_with_options = false;
+template <class First, class... Rest>
+inline constexpr bool starts_with_options<First, Rest...> = std::is_same_v<std::decay_t<First>, spawn_options>;
+} // namespace detail
+
+/// Owns a pool of worker threads (an `asio::thread_pool`) and every actor
+/// spawned in it.
+///
+/// Any class with `handle(Msg)` members is an actor: no base class. A
+/// handler is synchronous (returns `void` or a value: the fast path) or a
+/// coroutine (returns `troupe::task<R>`, so it can `co_await`). Either way an
+/// actor handles one message at a time, also while a coroutine handler is
+/// suspended; its other messages wait.
+///
+/// Optional members, found at compile time: `on_start()` (may be a
+/// coroutine; runs in the actor's context before any message), `on_stop()`
+/// (runs once when the actor stops), and a constructor taking
+/// `troupe::context<T>` first (its own reference, timers, watch, stop).
+///
+/// Thread-safe. Destruction calls `shutdown()`.
+class actor_system {
+public:
+  using executor_type = asio::thread_pool::executor_type;
+
+  explicit actor_system(system_config config = {}) : state_(new detail::system_state(config, this)) {}
+
+  actor_system(const actor_system&) = delete;
+  actor_system& operator=(const actor_system&) = delete;
+
+  ~actor_system() {
+    shutdown();
+    state_->owner = nullptr;
+    state_->release();
+  }
+
+  /// Constructs a `T` from `args` (preceded by its `context<T>` if the
+  /// constructor takes one) and starts it. The arguments are kept for
+  /// restarts, so the supervisor can build a fresh instance. The constructor
+  /// runs in the calling thread, and its exception propagates from here.
+  /// Throws `troupe::error` with `errc::system_shutdown` once `shutdown()`
+  /// has begun.
+  template <class T, class... Args>
+    requires(!detail::starts_with_options<Args...>)
+  actor_ref<T> spawn(Args&&... args) {
+    return spawn<T>(spawn_options{}, std::forward<Args>(args)...);
+  }
+
+  /// As `spawn(args...)`, with a bounded mailbox or a supervision policy.
+  template <class T, class... Args>
+  actor_ref<T> spawn(const spawn_options& options, Args&&... args) {
+    static_assert(!std::is_reference_v<T> && !std::is_const_v<T>, "troupe: spawn<T> needs a plain class type");
+    auto* c = new detail::cell_impl<T, std::decay_t<Args>...>(*state_, options, std::forward<Args>(args)...);
+    try {
+      c->construct(true);
+    } catch (...) {
+      c->release();
+      throw;
+    }
+    {
+      std::lock_guard g(state_->mutex);
+      if (state_->shutting_down) {
+        c->release();
+        throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
+      }
+      c->reg_next = state_->first;
+      if (state_->first) state_->first->reg_prev = c;
+      state_->first = c;
+      ++state_->live;
+    }
+    actor_ref<T> ref(c);
+    if constexpr (detail::has_on_start<T>) asio::post(state_->executor(), [c] { c->begin(); });
+    return ref;
+  }
+
+  /// Stops every actor (each finishes its current handler, runs `on_stop`,
+  /// and fails or counts as dead letters what is left in its mailbox), waits
+  /// for them up to `system_config::shutdown_timeout`, then stops and joins
+  /// the threads. Idempotent. Must not be called from one of the system's
+  /// own threads.
+  void shutdown() {
+    auto& s = *state_;
+    if (!s.pool) return;
+    if (s.executor().running_in_this_thread())
+      throw std::logic_error("troupe::actor_system::shutdown() called from one of its own threads");
+    std::vector<detail::cell_base*> cells;
+    {
+      std::lock_guard g(s.mutex);
+      s.shutting_down = true;
+      for (auto* c = s.first; c; c = c->reg_next) {
+        c->add_ref();
+        cells.push_back(c);
+      }
+    }
+    for (auto* c : cells) {
+      c->request_stop(exit_reason::system_shutdown);
+      c->release();
+    }
+    {
+      std::unique_lock l(s.mutex);
+      s.all_stopped.wait_for(l, s.config.shutdown_timeout, [&] { return s.live == 0; });
+    }
+    s.pool->stop();
+    s.pool->join();
+    // Actors still suspended in a coroutine handler past the timeout.
+    for (;;) {
+      detail::cell_base* c;
+      {
+        std::lock_guard g(s.mutex);
+        c = s.first;
+        if (!c) break;
+        c->add_ref();
+      }
+      c->force_stop();
+      c->release();
+    }
+    s.pool.reset();
+  }
+
+  /// Messages that were never handled because their actor had stopped (tells
+  /// to a stopped actor, and tells still queued when it stopped). Failed asks
+  /// are not counted: their askers got the error.
+  std::uint64_t dead_letters() const noexcept { return state_->dead_letters.load(std::memory_order_relaxed); }
+
+  /// Actors spawned and not yet stopped.
+  std::size_t live_actors() const {
+    std::lock_guard g(state_->mutex);
+    return state_->live;
+  }
+
+  /// The executor of the worker threads (valid until shutdown).
+  executor_type get_executor() const noexcept { return state_->executor(); }
+
+  const system_config& config() const noexcept { return state_->config; }
+
+private:
+  detail::system_state* state_;
+};
+
+} // namespace troupe

@@ -1,0 +1,42 @@
+#pragma once
+
+/// \file
+/// Settings of an actor system and of one spawned actor.
+
+#include <troupe/supervision.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace troupe {
+
+/// Settings of an `actor_system`, fixed when it is constructed.
+struct system_config {
+  /// Worker threads; 0 means `std::thread::hardware_concurrency()`.
+  std::size_t threads = 0;
+  /// Messages an actor processes per turn before it yields its thread to
+  /// other actors (fairness). Higher favours throughput, lower latency.
+  std::uint32_t throughput = 256;
+  /// Timeout of an ask that is given none. Zero (the default) means such an
+  /// ask waits until it is answered or the actor stops; either way it never
+  /// waits past the actor's stop, because a stopping actor fails its pending
+  /// asks with `errc::actor_stopped`.
+  std::chrono::nanoseconds ask_timeout{0};
+  /// How long `shutdown()` waits for actors to finish their current handler
+  /// (coroutine handlers may be suspended) before it stops the threads anyway.
+  std::chrono::milliseconds shutdown_timeout{10'000};
+};
+
+/// Settings of one actor, given to `actor_system::spawn`.
+struct spawn_options {
+  /// 0 (the default) is an unbounded mailbox. Otherwise at most this many
+  /// messages wait: `tell` then fails with `errc::mailbox_full` and
+  /// `co_await ref.send(m)` waits for room.
+  std::uint32_t mailbox_capacity = 0;
+  /// What happens when a handler throws (default: restart, see
+  /// `troupe::supervision`).
+  troupe::supervision supervision{};
+};
+
+} // namespace troupe

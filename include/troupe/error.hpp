@@ -1,0 +1,94 @@
+#pragma once
+
+/// \file
+/// troupe's error codes: `troupe::errc`, its `std::error_category`, and the
+/// exception type that carries one of them together with a message.
+
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+namespace troupe {
+
+/// Everything that can go wrong in troupe, as `std::error_code` values of
+/// troupe's own category (`troupe::error_category()`).
+///
+/// Compare with `ec == troupe::errc::timeout`; an `std::error_code` made from an
+/// `errc` names the failure in `ec.message()`.
+enum class errc {
+  /// The actor has stopped (or is stopping); the message was not processed.
+  actor_stopped = 1,
+  /// An ask received no reply within its timeout.
+  timeout,
+  /// The bounded mailbox is full; the message was not enqueued.
+  mailbox_full,
+  /// The handler threw; the exception's message is in the `system_error`'s
+  /// `what()`.
+  handler_failed,
+  /// The actor system is shutting down.
+  system_shutdown,
+  /// An argument was outside its documented range.
+  invalid_argument,
+};
+
+namespace detail {
+
+class error_category_impl final : public std::error_category {
+public:
+  const char* name() const noexcept override { return "troupe"; }
+
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+    case errc::actor_stopped: return "actor stopped";
+    case errc::timeout: return "timed out";
+    case errc::mailbox_full: return "mailbox full";
+    case errc::handler_failed: return "handler failed";
+    case errc::system_shutdown: return "actor system shutting down";
+    case errc::invalid_argument: return "invalid argument";
+    }
+    return "unknown troupe error " + std::to_string(value);
+  }
+};
+
+} // namespace detail
+
+/// The category of every `troupe::errc`. A single instance for the program.
+inline const std::error_category& error_category() noexcept {
+  static const detail::error_category_impl instance;
+  return instance;
+}
+
+/// Makes an `std::error_code` of troupe's category; found by ADL, so
+/// `std::error_code ec = troupe::errc::timeout;` works.
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+/// The exception thrown (through `use_awaitable` or `use_future`) or passed as
+/// an `std::exception_ptr` (through callbacks and `as_tuple`) when an
+/// operation fails: `code()` is a `troupe::errc`, `what()` adds the detail
+/// (which actor, which message, the handler's own exception message).
+class error : public std::system_error {
+public:
+  explicit error(errc e) : std::system_error(make_error_code(e)) {}
+  error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
+};
+
+/// The error code inside an exception pointer produced by troupe: the `code()`
+/// of an `std::system_error`, `errc::handler_failed` for any other exception,
+/// and an empty code for a null pointer.
+inline std::error_code error_code_of(const std::exception_ptr& ep) noexcept {
+  if (!ep) return {};
+  try {
+    std::rethrow_exception(ep);
+  } catch (const std::system_error& e) {
+    return e.code();
+  } catch (...) {
+    return make_error_code(errc::handler_failed);
+  }
+}
+
+} // namespace troupe
+
+template <>
+struct std::is_error_code_enum<troupe::errc> : std::true_type {};

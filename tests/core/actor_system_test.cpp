@@ -1,0 +1,299 @@
+#include <troupe/actor_system.hpp>
+
+#include <troupe/task.hpp>
+
+#include "../support.hpp"
+
+#include <asio/steady_timer.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct get_name {};
+struct get_events {};
+struct ev {
+  std::string what;
+};
+
+/// Records its lifecycle into a shared log.
+struct shared_log {
+  std::mutex m;
+  std::vector<std::string> entries;
+  void add(std::string s) {
+    std::lock_guard g(m);
+    entries.push_back(std::move(s));
+  }
+  std::vector<std::string> snapshot() {
+    std::lock_guard g(m);
+    return entries;
+  }
+};
+
+class named {
+public:
+  named(troupe::context<named> ctx, std::string name, int n) : ctx_(ctx), name_(name + std::to_string(n)) {}
+  std::string handle(get_name) const { return name_ + "#" + std::to_string(ctx_.self().id()); }
+
+private:
+  troupe::context<named> ctx_;
+  std::string name_;
+};
+
+class lifecycle {
+public:
+  explicit lifecycle(std::shared_ptr<shared_log> log) : log_(std::move(log)) {}
+  void on_start() { log_->add("start"); }
+  void handle(ev e) { log_->add(e.what); }
+  void on_stop() { log_->add("stop"); }
+
+private:
+  std::shared_ptr<shared_log> log_;
+};
+
+class async_starter {
+public:
+  explicit async_starter(std::shared_ptr<shared_log> log) : log_(std::move(log)) {}
+  troupe::task<> on_start() {
+    asio::steady_timer t(co_await asio::this_coro::executor, 20ms);
+    co_await t.async_wait(asio::use_awaitable);
+    log_->add("started");
+  }
+  void handle(ev e) { log_->add(e.what); }
+
+private:
+  std::shared_ptr<shared_log> log_;
+};
+
+class throwing_ctor {
+public:
+  explicit throwing_ctor(int) { throw std::invalid_argument("bad configuration"); }
+  void handle(ev) {}
+};
+
+/// Checks that it never runs two handlers at once, even across co_await.
+struct step {
+  int n;
+};
+class serial_checker {
+public:
+  explicit serial_checker(std::shared_ptr<std::atomic<int>> overlaps) : overlaps_(std::move(overlaps)) {}
+  troupe::task<int> handle(step s) {
+    if (busy_) ++*overlaps_;
+    busy_ = true;
+    asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
+    co_await t.async_wait(asio::use_awaitable);
+    order_.push_back(s.n);
+    busy_ = false;
+    co_return s.n;
+  }
+  std::vector<int> handle(get_events) const { return order_; }
+
+private:
+  std::shared_ptr<std::atomic<int>> overlaps_;
+  bool busy_ = false;
+  std::vector<int> order_;
+};
+
+struct spin {};
+struct count_query {};
+class busy {
+public:
+  explicit busy(std::shared_ptr<std::atomic<int>> n) : n_(std::move(n)) {}
+  void handle(spin) { ++*n_; }
+
+private:
+  std::shared_ptr<std::atomic<int>> n_;
+};
+struct block_on {
+  std::shared_future<void> f;
+};
+class blocker {
+public:
+  void handle(block_on b) { b.f.wait(); }
+};
+class observer {
+public:
+  explicit observer(std::shared_ptr<std::atomic<int>> n) : n_(std::move(n)) {}
+  int handle(count_query) const { return n_->load(); }
+
+private:
+  std::shared_ptr<std::atomic<int>> n_;
+};
+
+struct where {};
+class thread_reporter {
+public:
+  std::thread::id handle(where) const { return std::this_thread::get_id(); }
+};
+
+} // namespace
+
+TEST_CASE("spawn passes the constructor arguments, preceded by the context when accepted") {
+  troupe::actor_system sys;
+  auto a = sys.spawn<named>(std::string("alice"), 7);
+  CHECK(test::get(a.ask(get_name{}, asio::use_future)) == "alice7#" + std::to_string(a.id()));
+}
+
+TEST_CASE("an exception from the constructor propagates from spawn") {
+  troupe::actor_system sys;
+  CHECK_THROWS_AS(sys.spawn<throwing_ctor>(1), std::invalid_argument);
+  CHECK(sys.live_actors() == 0);
+}
+
+TEST_CASE("on_start runs before any message and on_stop runs once when the actor stops") {
+  auto log = std::make_shared<shared_log>();
+  troupe::actor_system sys;
+  auto a = sys.spawn<lifecycle>(log);
+  a.tell(ev{"one"});
+  test::get(a.ask(ev{"two"}, asio::use_future));
+  a.stop();
+  a.stop(); // idempotent
+  auto d = test::get(a.when_stopped(asio::use_future));
+  CHECK(d.reason == troupe::exit_reason::normal);
+  CHECK(log->snapshot() == std::vector<std::string>{"start", "one", "two", "stop"});
+}
+
+TEST_CASE("a coroutine on_start holds messages back until it has finished") {
+  auto log = std::make_shared<shared_log>();
+  troupe::actor_system sys;
+  auto a = sys.spawn<async_starter>(log);
+  a.tell(ev{"first message"});
+  test::get(a.ask(ev{"second message"}, asio::use_future));
+  CHECK(log->snapshot() == std::vector<std::string>{"started", "first message", "second message"});
+}
+
+TEST_CASE("an actor handles one message at a time, also while a coroutine handler is suspended") {
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto overlaps = std::make_shared<std::atomic<int>>(0);
+  auto a = sys.spawn<serial_checker>(overlaps);
+  std::vector<std::future<int>> replies;
+  for (int i = 0; i < 50; ++i) replies.push_back(a.ask(step{i}, asio::use_future));
+  for (int i = 0; i < 50; ++i) CHECK(test::get(replies[i]) == i);
+  CHECK(*overlaps == 0);
+  auto order = test::get(a.ask(get_events{}, asio::use_future));
+  REQUIRE(order.size() == 50);
+  for (int i = 0; i < 50; ++i) CHECK(order[i] == i);
+}
+
+TEST_CASE("a busy actor yields its thread after a batch, so others are not starved") {
+  troupe::actor_system sys(troupe::system_config{.threads = 1, .throughput = 64});
+  auto n = std::make_shared<std::atomic<int>>(0);
+  std::promise<void> open;
+  auto b = sys.spawn<blocker>();
+  auto busy_one = sys.spawn<busy>(n);
+  auto obs = sys.spawn<observer>(n);
+  b.tell(block_on{open.get_future().share()}); // holds the only thread
+  for (int i = 0; i < 100'000; ++i) busy_one.tell(spin{});
+  auto seen = obs.ask(count_query{}, asio::use_future); // queued behind busy_one's turn
+  open.set_value();
+  int at_answer = test::get(seen);
+  CHECK(at_answer <= 2 * 64); // answered after one batch, not after 100,000 messages
+  test::get(busy_one.ask(spin{}, asio::use_future));
+  CHECK(*n == 100'001);
+}
+
+TEST_CASE("stop drops the messages still queued: asks fail, tells count as dead letters") {
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  auto log = std::make_shared<shared_log>();
+  std::promise<void> open;
+  auto b = sys.spawn<blocker>();
+  auto a = sys.spawn<lifecycle>(log);
+  test::get(a.ask(ev{"before"}, asio::use_future));
+  b.tell(block_on{open.get_future().share()}); // a cannot run meanwhile
+  for (int i = 0; i < 3; ++i) a.tell(ev{"queued"});
+  auto queued_ask = a.ask(ev{"queued ask"}, asio::use_future);
+  a.stop();
+  open.set_value();
+  CHECK(test::get(a.when_stopped(asio::use_future)).reason == troupe::exit_reason::normal);
+  CHECK(sys.dead_letters() == 3);
+  REQUIRE(queued_ask.wait_for(test::deadline) == std::future_status::ready);
+  CHECK_THROWS_AS(queued_ask.get(), troupe::error);
+  CHECK(log->snapshot() == std::vector<std::string>{"start", "before", "stop"});
+}
+
+TEST_CASE("an actor system with one thread runs every actor on it") {
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  std::set<std::thread::id> ids;
+  for (int i = 0; i < 10; ++i) ids.insert(test::get(sys.spawn<thread_reporter>().ask(where{}, asio::use_future)));
+  CHECK(ids.size() == 1);
+  CHECK(*ids.begin() != std::this_thread::get_id());
+}
+
+TEST_CASE("shutdown stops every actor, runs on_stop and counts undelivered tells as dead letters") {
+  auto log = std::make_shared<shared_log>();
+  std::promise<void> open;
+  std::uint64_t dead = 0;
+  std::future<troupe::down> down_of_a;
+  {
+    troupe::actor_system sys(troupe::system_config{.threads = 1});
+    auto a = sys.spawn<lifecycle>(log);
+    auto b = sys.spawn<blocker>();
+    down_of_a = a.when_stopped(asio::use_future);
+    test::get(a.ask(ev{"handled"}, asio::use_future));
+    b.tell(block_on{open.get_future().share()}); // the only thread is busy...
+    for (int i = 0; i < 10; ++i) a.tell(ev{"pending"}); // ...so these stay queued
+    std::thread opener([&] {
+      // Release the thread once shutdown() has begun (spawn then fails).
+      auto until = std::chrono::steady_clock::now() + test::deadline;
+      while (std::chrono::steady_clock::now() < until) {
+        try {
+          sys.spawn<thread_reporter>();
+        } catch (const troupe::error&) {
+          break;
+        }
+        std::this_thread::yield();
+      }
+      open.set_value();
+    });
+    sys.shutdown();
+    opener.join();
+    dead = sys.dead_letters();
+    CHECK(sys.live_actors() == 0);
+  }
+  auto d = test::get(down_of_a);
+  CHECK(d.reason == troupe::exit_reason::system_shutdown);
+  auto entries = log->snapshot();
+  CHECK(entries.front() == "start");
+  CHECK(entries.back() == "stop");
+  auto handled_pending = std::count(entries.begin(), entries.end(), "pending");
+  // Every tell was either handled or counted: none silently lost.
+  CHECK(handled_pending + static_cast<long>(dead) == 10);
+}
+
+TEST_CASE("spawn after shutdown fails with system_shutdown") {
+  troupe::actor_system sys;
+  sys.shutdown();
+  sys.shutdown(); // idempotent
+  try {
+    sys.spawn<thread_reporter>();
+    FAIL("spawn succeeded");
+  } catch (const troupe::error& e) {
+    CHECK(e.code() == troupe::errc::system_shutdown);
+  }
+}
+
+TEST_CASE("live_actors counts actors until they stop") {
+  troupe::actor_system sys;
+  auto a = sys.spawn<thread_reporter>();
+  auto b = sys.spawn<thread_reporter>();
+  CHECK(sys.live_actors() == 2);
+  a.stop();
+  test::get(a.when_stopped(asio::use_future));
+  CHECK(sys.live_actors() == 1);
+  (void)b;
+}
+
+TEST_CASE("exit reasons have readable names") {
+  CHECK(troupe::to_string(troupe::exit_reason::normal) == "normal");
+  CHECK(troupe::to_string(troupe::exit_reason::failure) == "failure");
+  CHECK(troupe::to_string(troupe::exit_reason::system_shutdown) == "system shutdown");
+}

@@ -1,0 +1,30 @@
+#include <troupe/error.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+TEST_CASE("troupe error codes have their own category and readable messages") {
+  std::error_code ec = troupe::errc::timeout;
+  CHECK(ec.category() == troupe::error_category());
+  CHECK(std::string(ec.category().name()) == "troupe");
+  CHECK(ec.message() == "timed out");
+  CHECK(ec == troupe::errc::timeout);
+  CHECK(ec != troupe::errc::actor_stopped);
+  CHECK(std::error_code(troupe::errc::actor_stopped).message() == "actor stopped");
+  CHECK(std::error_code(troupe::errc::mailbox_full).message() == "mailbox full");
+  CHECK(troupe::error_category().message(999).find("999") != std::string::npos);
+}
+
+TEST_CASE("a troupe error carries its code and a message naming what went wrong") {
+  troupe::error e(troupe::errc::handler_failed, "handler of shop threw: boom");
+  CHECK(e.code() == troupe::errc::handler_failed);
+  CHECK(std::string(e.what()).find("boom") != std::string::npos);
+}
+
+TEST_CASE("error_code_of extracts the code from troupe errors and classifies other exceptions") {
+  CHECK(!troupe::error_code_of(nullptr));
+  CHECK(troupe::error_code_of(std::make_exception_ptr(troupe::error(troupe::errc::timeout))) ==
+        troupe::errc::timeout);
+  CHECK(troupe::error_code_of(std::make_exception_ptr(std::runtime_error("x"))) == troupe::errc::handler_failed);
+}
