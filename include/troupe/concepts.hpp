@@ -4,6 +4,10 @@
 /// The concepts that say which messages an actor accepts and what an ask of
 /// it returns.
 
+// A standard header first: Asio picks its allocation functions from the
+// library configuration, which must be the same in every translation unit.
+#include <cstddef>
+
 #include <asio/awaitable.hpp>
 
 #include <type_traits>

@@ -3,6 +3,10 @@
 /// \file
 /// `troupe::task<T>`: the return type of a coroutine handler.
 
+// A standard header first: Asio picks its allocation functions from the
+// library configuration, which must be the same in every translation unit.
+#include <cstddef>
+
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 

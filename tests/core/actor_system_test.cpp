@@ -115,10 +115,14 @@ private:
 };
 struct block_on {
   std::shared_future<void> f;
+  std::shared_ptr<std::promise<void>> entered = {}; // set once the handler runs
 };
 class blocker {
 public:
-  void handle(block_on b) { b.f.wait(); }
+  void handle(block_on b) {
+    if (b.entered) b.entered->set_value();
+    b.f.wait();
+  }
 };
 class observer {
 public:
@@ -208,7 +212,9 @@ TEST_CASE("stop drops the messages still queued: asks fail, tells count as dead 
   auto b = sys.spawn<blocker>();
   auto a = sys.spawn<lifecycle>(log);
   test::get(a.ask(ev{"before"}, asio::use_future));
-  b.tell(block_on{open.get_future().share()}); // a cannot run meanwhile
+  auto entered = std::make_shared<std::promise<void>>();
+  b.tell(block_on{open.get_future().share(), entered}); // a cannot run meanwhile
+  test::get(entered->get_future());
   for (int i = 0; i < 3; ++i) a.tell(ev{"queued"});
   auto queued_ask = a.ask(ev{"queued ask"}, asio::use_future);
   a.stop();
@@ -239,7 +245,9 @@ TEST_CASE("shutdown stops every actor, runs on_stop and counts undelivered tells
     auto b = sys.spawn<blocker>();
     down_of_a = a.when_stopped(asio::use_future);
     test::get(a.ask(ev{"handled"}, asio::use_future));
-    b.tell(block_on{open.get_future().share()}); // the only thread is busy...
+    auto entered = std::make_shared<std::promise<void>>();
+    b.tell(block_on{open.get_future().share(), entered}); // the only thread is busy...
+    test::get(entered->get_future());
     for (int i = 0; i < 10; ++i) a.tell(ev{"pending"}); // ...so these stay queued
     std::thread opener([&] {
       // Release the thread once shutdown() has begun (spawn then fails).

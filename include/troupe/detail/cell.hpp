@@ -348,8 +348,9 @@ protected:
   }
   cell_extras* extras_if_any() const noexcept { return extras_.load(std::memory_order_acquire); }
 
-  /// Removes the actor from the registry; may destroy `this`.
-  void unregister() noexcept {
+  /// Removes the actor from the registry; the caller then releases the
+  /// registry's reference.
+  void leave_registry() noexcept {
     system_state& s = *sys_;
     {
       std::lock_guard g(s.mutex);
@@ -358,7 +359,6 @@ protected:
       if (reg_next) reg_next->reg_prev = reg_prev;
       if (--s.live == 0) s.all_stopped.notify_all();
     }
-    release(); // the registry's reference
   }
 
   void notify_watchers(down d) noexcept {
@@ -748,8 +748,9 @@ private:
       }
       instance_.reset();
     }
+    leave_registry(); // before the watchers learn of it: live_actors() agrees with them
     notify_watchers(down{id_, reason, reason == exit_reason::failure ? failure_ : std::string{}});
-    unregister(); // may delete this
+    release(); // the registry's reference; may delete this
   }
 
   void cancel_all_timers() noexcept {

@@ -1,5 +1,9 @@
 #pragma once
 
+// A standard header first: Asio picks its allocation functions from the
+// library configuration, which must be the same in every translation unit.
+#include <cstddef>
+
 #include <asio/associated_executor.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/executor_work_guard.hpp>
