@@ -271,7 +271,8 @@ struct ask_envelope final : envelope<T> {
 struct cell_extras {
   // Guarded by lock (any thread).
   spinlock lock;
-  bool stopped = false;
+  bool stopped = false;        // final_down is set: watchers are told at once
+  bool refuse_waiters = false; // the actor is stopping: senders no longer wait
   down final_down;
   std::vector<unique_function<void(const down&)>> watchers;
   struct waiter {
@@ -460,7 +461,7 @@ public:
     auto& x = extras();
     {
       std::lock_guard g(x.lock);
-      if (!x.stopped) {
+      if (!x.refuse_waiters) {
         x.waiting.fetch_add(1, std::memory_order_seq_cst);
         if (!reserve()) {
           x.waiters.push_back({e, std::move(done)});
@@ -731,7 +732,7 @@ private:
       std::deque<cell_extras::waiter> waiters;
       {
         std::lock_guard g(x.lock);
-        x.stopped = true; // no new waiters; watchers are told below
+        x.refuse_waiters = true; // watchers are told below, with the final reason
         waiters.swap(x.waiters);
       }
       for (auto& w : waiters) {
