@@ -37,8 +37,12 @@ public:
   explicit shop(troupe::actor_ref<price_service> prices) : prices_(std::move(prices)) {}
 
   troupe::task<double> handle(quote q) {
-    // as_tuple turns failures into values instead of exceptions.
-    auto [error, price] = co_await prices_.ask(price_of{q.item}, 500ms,
+    // as_tuple turns failures into values instead of exceptions. (The message
+    // is a named variable: GCC 12 mishandles class-type temporaries with
+    // non-trivial members, like this std::string, inside co_await
+    // expressions; see docs/core.md.)
+    price_of lookup{q.item};
+    auto [error, price] = co_await prices_.ask(std::move(lookup), 500ms,
                                                asio::experimental::as_tuple(asio::use_awaitable));
     if (error) {
       std::cout << "  price lookup failed: " << troupe::error_code_of(error).message() << '\n';
@@ -68,10 +72,19 @@ int main() {
   }
 
   // Asks from a coroutine outside any actor, with an explicit timeout.
+  // This is the price service's third call since its restart: it throws, and
+  // the ask fails with errc::handler_failed carrying the exception's message.
   auto fut = asio::co_spawn(sys.get_executor(), [&]() -> asio::awaitable<double> {
-    co_return co_await prices.ask(price_of{"pear"}, 1s);
+    price_of pear{"pear"};
+    try {
+      co_return co_await prices.ask(std::move(pear), 1s);
+    } catch (const troupe::error& e) {
+      std::cout << "pear failed (" << e.code().message() << "): " << e.what() << '\n';
+      co_return -1.0;
+    }
   }, asio::use_future);
-  std::cout << "pear: " << fut.get() << '\n';
+  double pear_price = fut.get();
+  std::cout << "pear: " << pear_price << '\n';
 
   // Watch the shop stop.
   s.stop();
