@@ -299,9 +299,3 @@ TEST_CASE("live_actors counts actors until they stop") {
   CHECK(sys.live_actors() == 1);
   (void)b;
 }
-
-TEST_CASE("exit reasons have readable names") {
-  CHECK(troupe::to_string(troupe::exit_reason::normal) == "normal");
-  CHECK(troupe::to_string(troupe::exit_reason::failure) == "failure");
-  CHECK(troupe::to_string(troupe::exit_reason::system_shutdown) == "system shutdown");
-}
