@@ -296,6 +296,28 @@ struct cell_extras {
   std::optional<asio::steady_timer> backoff;
 };
 
+/// What the current worker thread is doing, for scheduling decisions.
+///
+/// An actor that a push wakes up while this thread is running another
+/// actor's turn is not posted at once: it is kept in `pending` and posted as
+/// a continuation when the turn ends, so a request and its reply are handled
+/// on one thread without a lock or a wake-up. A second wake-up, or a long run
+/// of pushes within one turn (a producer flooding a consumer), posts the
+/// pending actor to the shared queue instead, where another thread can take it.
+struct turn_state {
+  static constexpr std::uint32_t max_pending = 4;
+  static constexpr std::uint32_t max_pushes_held = 16;
+
+  bool in_turn = false;
+  std::uint32_t pending = 0;
+  std::uint32_t pushes = 0;
+  cell_base* woken[max_pending];
+
+  void hold(cell_base* c) noexcept;
+  void flush(bool continuation) noexcept;
+};
+inline thread_local turn_state this_turn;
+
 class cell_base {
 public:
   cell_base(const cell_base&) = delete;
@@ -326,6 +348,10 @@ public:
 
   /// After the pool has stopped: stop an actor that did not stop in time.
   virtual void force_stop() noexcept = 0;
+
+  /// Posts the actor's next turn: to this thread's queue (`continuation`) or
+  /// to the queue all workers share.
+  virtual void post(bool continuation) noexcept = 0;
 
   cell_base* reg_prev = nullptr;
   cell_base* reg_next = nullptr;
@@ -381,6 +407,21 @@ protected:
   actor_id id_;
   std::atomic<cell_extras*> extras_{nullptr};
 };
+
+inline void turn_state::hold(cell_base* c) noexcept {
+  if (pending == max_pending) {
+    woken[0]->post(false); // the oldest goes to the shared queue
+    std::copy(woken + 1, woken + max_pending, woken);
+    --pending;
+  }
+  woken[pending++] = c;
+  pushes = 0;
+}
+
+inline void turn_state::flush(bool continuation) noexcept {
+  for (std::uint32_t i = 0; i < pending; ++i) woken[i]->post(continuation);
+  pending = 0;
+}
 
 /// Intrusive owning pointer to a cell.
 template <class C>
@@ -566,6 +607,15 @@ public:
 
   /// One turn: up to `throughput` messages, then yield the thread.
   void run() noexcept {
+    struct turn_guard {
+      bool outer = !this_turn.in_turn;
+      turn_guard() noexcept { this_turn.in_turn = true; }
+      ~turn_guard() {
+        if (!outer) return;
+        this_turn.in_turn = false;
+        this_turn.flush(true);
+      }
+    } guard;
     const std::uint32_t budget = sys_->config.throughput;
     for (std::uint32_t n = 0; n < budget;) {
       if (!cache_) {
@@ -597,8 +647,14 @@ public:
     schedule();
   }
 
-  void schedule() noexcept {
-    asio::post(executor(), [this] { run(); });
+  /// Posts the next turn to the queue all workers share.
+  void schedule() noexcept { post(false); }
+
+  void post(bool continuation) noexcept override {
+    if (continuation)
+      asio::post(asio::prefer(executor(), asio::execution::relationship.continuation), [this] { run(); });
+    else
+      asio::post(executor(), [this] { run(); });
   }
 
   void force_stop() noexcept override {
@@ -653,9 +709,17 @@ private:
   }
 
   std::error_code push(envelope<T>* e) noexcept {
+    auto& turn = this_turn;
     switch (inbox_.push(e)) {
-    case inbox::push_result::queued: return {};
-    case inbox::push_result::unblocked: schedule(); return {};
+    case inbox::push_result::queued:
+      if (turn.pending && ++turn.pushes > turn_state::max_pushes_held) turn.flush(false);
+      return {};
+    case inbox::push_result::unblocked:
+      if (turn.in_turn)
+        turn.hold(this);
+      else
+        schedule();
+      return {};
     case inbox::push_result::closed: break;
     }
     if (e->reject(stopped_error()))

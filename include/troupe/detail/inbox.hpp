@@ -1,12 +1,15 @@
 #pragma once
 
+#include <troupe/detail/pool.hpp>
+
 #include <atomic>
 #include <cstdint>
 
 namespace troupe::detail {
 
-/// The intrusive link every message envelope starts with.
-struct envelope_base {
+/// The intrusive link every message envelope starts with; envelopes are
+/// allocated from the recycling pool.
+struct envelope_base : pool::pooled {
   envelope_base* next = nullptr;
 };
 

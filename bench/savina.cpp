@@ -1,0 +1,372 @@
+// troupe_bench_savina: Savina-style workloads on troupe. Each iteration runs
+// a whole workload; items are messages; every workload checks its result.
+// The CAF peer (bench/peers/savina_caf.cpp) runs the same workloads.
+#include <troupe/troupe.hpp>
+
+#include "savina_common.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace {
+
+using savina::check;
+
+troupe::system_config config() { return troupe::system_config{.threads = savina::threads}; }
+
+// -- pingpong: request/response round trips ------------------------------------
+
+struct ping {
+  int n;
+};
+class pong_actor {
+public:
+  int handle(ping p) const { return p.n; }
+};
+struct start_pingpong {
+  int rounds;
+  std::shared_ptr<std::promise<long>> done;
+};
+class ping_actor {
+public:
+  explicit ping_actor(troupe::actor_ref<pong_actor> pong) : pong_(std::move(pong)) {}
+  troupe::task<> handle(start_pingpong s) {
+    long sum = 0;
+    for (int i = 0; i < s.rounds; ++i) sum += co_await pong_.ask(ping{i});
+    s.done->set_value(sum);
+  }
+
+private:
+  troupe::actor_ref<pong_actor> pong_;
+};
+
+void pingpong(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const int n = savina::pingpong_rounds;
+  for (auto _ : state) {
+    auto pong = sys.spawn<pong_actor>();
+    auto ping = sys.spawn<ping_actor>(pong);
+    auto done = std::make_shared<std::promise<long>>();
+    auto result = done->get_future();
+    ping.tell(start_pingpong{n, done});
+    check(result.get() == long{n} * (n - 1) / 2, "pingpong sum");
+    ping.stop();
+    pong.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * 2L * n);
+}
+
+// -- counting: one producer, one counter ---------------------------------------
+
+struct add {
+  long n;
+};
+struct total {};
+class counter {
+public:
+  void handle(add m) { sum_ += m.n; }
+  long handle(total) const { return sum_; }
+
+private:
+  long sum_ = 0;
+};
+struct produce {
+  long n;
+  std::shared_ptr<std::promise<long>> done;
+};
+class producer {
+public:
+  explicit producer(troupe::actor_ref<counter> c) : counter_(std::move(c)) {}
+  troupe::task<> handle(produce p) {
+    for (long i = 0; i < p.n; ++i) counter_.tell(add{1});
+    p.done->set_value(co_await counter_.ask(total{}));
+  }
+
+private:
+  troupe::actor_ref<counter> counter_;
+};
+
+void counting(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const long n = savina::counting_messages;
+  for (auto _ : state) {
+    auto c = sys.spawn<counter>();
+    auto p = sys.spawn<producer>(c);
+    auto done = std::make_shared<std::promise<long>>();
+    auto result = done->get_future();
+    p.tell(produce{n, done});
+    check(result.get() == n, "counting total");
+    c.stop();
+    p.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * (n + 1));
+}
+
+// -- threadring: a token passed around a ring -----------------------------------
+
+struct token {
+  long remaining;
+};
+class ring_node;
+struct link {
+  troupe::actor_ref<ring_node> next;
+  std::shared_ptr<std::promise<void>> done;
+};
+class ring_node {
+public:
+  void handle(link l) {
+    next_ = std::move(l.next);
+    done_ = std::move(l.done);
+  }
+  void handle(token t) {
+    if (t.remaining == 0)
+      done_->set_value();
+    else
+      next_.tell(token{t.remaining - 1});
+  }
+
+private:
+  troupe::actor_ref<ring_node> next_;
+  std::shared_ptr<std::promise<void>> done_;
+};
+
+void threadring(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  for (auto _ : state) {
+    std::vector<troupe::actor_ref<ring_node>> ring;
+    for (int i = 0; i < savina::ring_actors; ++i) ring.push_back(sys.spawn<ring_node>());
+    auto done = std::make_shared<std::promise<void>>();
+    auto finished = done->get_future();
+    for (int i = 0; i < savina::ring_actors; ++i) ring[i].tell(link{ring[(i + 1) % savina::ring_actors], done});
+    ring[0].tell(token{savina::ring_hops});
+    finished.get();
+    for (auto& r : ring) r.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * (savina::ring_hops + 1));
+}
+
+// -- forkjoin: one producer, many workers ---------------------------------------
+
+struct work {
+  long v;
+};
+class fj_worker {
+public:
+  fj_worker(long expected, std::shared_ptr<savina::join> done) : expected_(expected), done_(std::move(done)) {}
+  void handle(work w) {
+    sum_ += w.v;
+    if (++received_ == expected_) {
+      savina::check(sum_ == expected_, "forkjoin sum");
+      done_->arrive();
+    }
+  }
+
+private:
+  long expected_;
+  std::shared_ptr<savina::join> done_;
+  long received_ = 0;
+  long sum_ = 0;
+};
+struct fan_out {
+  long each;
+};
+class fj_producer {
+public:
+  explicit fj_producer(std::vector<troupe::actor_ref<fj_worker>> workers) : workers_(std::move(workers)) {}
+  void handle(fan_out f) {
+    for (long i = 0; i < f.each; ++i)
+      for (auto& w : workers_) w.tell(work{1});
+  }
+
+private:
+  std::vector<troupe::actor_ref<fj_worker>> workers_;
+};
+
+void forkjoin(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const long each = savina::forkjoin_messages_each;
+  for (auto _ : state) {
+    auto done = std::make_shared<savina::join>(savina::forkjoin_actors);
+    auto finished = done->future();
+    std::vector<troupe::actor_ref<fj_worker>> workers;
+    for (int i = 0; i < savina::forkjoin_actors; ++i) workers.push_back(sys.spawn<fj_worker>(each, done));
+    auto p = sys.spawn<fj_producer>(workers);
+    p.tell(fan_out{each});
+    finished.get();
+    for (auto& w : workers) w.stop();
+    p.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * each * savina::forkjoin_actors);
+}
+
+// -- spawn: many idle actors, and their memory ----------------------------------
+
+struct noop {};
+class idle_actor {
+public:
+  void handle(noop) {}
+};
+
+void spawn(benchmark::State& state) {
+  const int n = savina::spawn_actors;
+  double bytes_per_actor = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto sys = std::make_unique<troupe::actor_system>(config());
+    std::vector<troupe::actor_ref<idle_actor>> refs(n); // resident before the baseline
+    const auto before = savina::resident_baseline();
+    state.ResumeTiming();
+    for (int i = 0; i < n; ++i) refs[i] = sys->spawn<idle_actor>();
+    state.PauseTiming();
+    bytes_per_actor = std::max(bytes_per_actor, double(savina::resident_bytes() - before) / n);
+    check(sys->live_actors() == std::size_t(n), "spawned actors alive");
+    refs.clear();
+    sys.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["bytes_per_actor"] = bytes_per_actor;
+}
+
+// -- big: many actors pinging random peers --------------------------------------
+
+class big_actor;
+using big_peers = std::shared_ptr<std::vector<troupe::actor_ref<big_actor>>>;
+struct big_start {};
+struct big_ping {
+  int from;
+};
+struct big_pong {};
+class big_actor {
+public:
+  big_actor(int index, big_peers peers, std::shared_ptr<savina::join> done)
+      : index_(index), peers_(std::move(peers)), done_(std::move(done)), seed_(2463534242u + index) {}
+  void handle(big_start) { send_ping(); }
+  void handle(big_ping p) { (*peers_)[p.from].tell(big_pong{}); }
+  void handle(big_pong) {
+    if (++received_ == savina::big_pings_each)
+      done_->arrive();
+    else
+      send_ping();
+  }
+
+private:
+  void send_ping() {
+    auto n = static_cast<std::uint32_t>(peers_->size());
+    auto peer = savina::next_random(seed_) % (n - 1);
+    if (peer >= static_cast<std::uint32_t>(index_)) ++peer; // never itself
+    (*peers_)[peer].tell(big_ping{index_});
+  }
+
+  int index_;
+  big_peers peers_;
+  std::shared_ptr<savina::join> done_;
+  std::uint32_t seed_;
+  int received_ = 0;
+};
+
+void big(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  for (auto _ : state) {
+    auto done = std::make_shared<savina::join>(savina::big_actors);
+    auto finished = done->future();
+    auto peers = std::make_shared<std::vector<troupe::actor_ref<big_actor>>>();
+    for (int i = 0; i < savina::big_actors; ++i) peers->push_back(sys.spawn<big_actor>(i, peers, done));
+    for (auto& p : *peers) p.tell(big_start{});
+    finished.get();
+    for (auto& p : *peers) p.stop();
+    peers->clear(); // break the cycle actors -> peers -> actors
+  }
+  state.SetItemsProcessed(state.iterations() * 2L * savina::big_actors * savina::big_pings_each);
+}
+
+// -- chameneos: creatures meeting through a broker ------------------------------
+
+class creature;
+struct meet {
+  troupe::actor_ref<creature> who;
+  savina::colour c;
+};
+struct met {
+  savina::colour other;
+};
+class broker {
+public:
+  broker(int meetings, std::shared_ptr<std::promise<int>> done) : meetings_(meetings), done_(std::move(done)) {}
+  void handle(meet m); // defined once creature is complete
+
+private:
+  int meetings_;
+  std::shared_ptr<std::promise<int>> done_;
+  std::optional<meet> waiting_;
+  int held_ = 0;
+};
+struct go {};
+class creature {
+public:
+  creature(troupe::context<creature> ctx, troupe::actor_ref<broker> b, savina::colour c)
+      : ctx_(ctx), broker_(std::move(b)), colour_(c) {}
+  void handle(go) { broker_.tell(meet{ctx_.self(), colour_}); }
+  void handle(met m) {
+    colour_ = savina::complement(colour_, m.other);
+    broker_.tell(meet{ctx_.self(), colour_});
+  }
+
+private:
+  troupe::context<creature> ctx_;
+  troupe::actor_ref<broker> broker_;
+  savina::colour colour_;
+};
+
+void broker::handle(meet m) {
+  if (held_ == meetings_) return; // all meetings done: creatures fade away
+  if (!waiting_) {
+    waiting_ = std::move(m);
+    return;
+  }
+  waiting_->who.tell(met{m.c});
+  m.who.tell(met{waiting_->c});
+  waiting_.reset();
+  if (++held_ == meetings_) done_->set_value(held_);
+}
+
+void chameneos(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const int meetings = savina::chameneos_meetings;
+  for (auto _ : state) {
+    auto done = std::make_shared<std::promise<int>>();
+    auto finished = done->get_future();
+    auto b = sys.spawn<broker>(meetings, done);
+    std::vector<troupe::actor_ref<creature>> creatures;
+    for (int i = 0; i < savina::chameneos_creatures; ++i)
+      creatures.push_back(sys.spawn<creature>(b, static_cast<savina::colour>(i % 3)));
+    for (auto& c : creatures) c.tell(go{});
+    check(finished.get() == meetings, "chameneos meetings");
+    for (auto& c : creatures) c.stop();
+    b.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * 4L * meetings);
+}
+
+} // namespace
+
+BENCHMARK(pingpong)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(counting)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(threadring)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(forkjoin)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(spawn)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(big)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(chameneos)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+int main(int argc, char** argv) {
+  savina::parse_threads(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("threads", std::to_string(savina::threads));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}
