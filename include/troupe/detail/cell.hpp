@@ -307,6 +307,7 @@ struct cell_extras {
 struct turn_state {
   static constexpr std::uint32_t max_pending = 4;
   static constexpr std::uint32_t max_pushes_held = 16;
+  static constexpr std::uint32_t max_handoffs = 64;
 
   bool in_turn = false;
   std::uint32_t pending = 0;
@@ -352,6 +353,14 @@ public:
   /// Posts the actor's next turn: to this thread's queue (`continuation`) or
   /// to the queue all workers share.
   virtual void post(bool continuation) noexcept = 0;
+
+  /// Handles up to a turn's worth of messages.
+  virtual void turn() noexcept = 0;
+
+  /// Runs `c`'s turn; when that turn woke exactly one actor, runs that
+  /// actor's turn next on this thread (a hand-off: no queue, no lock), up to
+  /// `turn_state::max_handoffs` times, then posts what is pending.
+  static void drive(cell_base* c) noexcept;
 
   cell_base* reg_prev = nullptr;
   cell_base* reg_next = nullptr;
@@ -407,6 +416,23 @@ protected:
   actor_id id_;
   std::atomic<cell_extras*> extras_{nullptr};
 };
+
+inline void cell_base::drive(cell_base* c) noexcept {
+  auto& t = this_turn;
+  if (t.in_turn) return c->turn(); // nested: the outer turn posts what is pending
+  for (std::uint32_t handoffs = 0;; ++handoffs) {
+    t.in_turn = true;
+    c->turn(); // may destroy c
+    t.in_turn = false;
+    if (t.pending == 1 && handoffs < turn_state::max_handoffs) {
+      c = t.woken[0];
+      t.pending = 0;
+      continue;
+    }
+    t.flush(true);
+    return;
+  }
+}
 
 inline void turn_state::hold(cell_base* c) noexcept {
   if (pending == max_pending) {
@@ -605,17 +631,11 @@ public:
     run();
   }
 
+  /// Runs this actor's turn, then those it hands off to (see turn_state).
+  void run() noexcept { drive(this); }
+
   /// One turn: up to `throughput` messages, then yield the thread.
-  void run() noexcept {
-    struct turn_guard {
-      bool outer = !this_turn.in_turn;
-      turn_guard() noexcept { this_turn.in_turn = true; }
-      ~turn_guard() {
-        if (!outer) return;
-        this_turn.in_turn = false;
-        this_turn.flush(true);
-      }
-    } guard;
+  void turn() noexcept override {
     const std::uint32_t budget = sys_->config.throughput;
     for (std::uint32_t n = 0; n < budget;) {
       if (!cache_) {
