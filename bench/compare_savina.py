@@ -3,7 +3,7 @@
 (workload, troupe time, CAF time, ratio) and draws it as a PNG bar chart
 with gnuplot.
 
-    bench/compare_savina.py --build build-release [--threads 2] [--out docs]
+    bench/compare_savina.py --build build-release [--threads 2] [--repetitions 3] [--out docs]
 """
 import argparse
 import json
@@ -15,14 +15,17 @@ import tempfile
 WORKLOADS = ["pingpong", "counting", "threadring", "forkjoin", "spawn", "big", "chameneos"]
 
 
-def run(binary, threads, out):
+def run(binary, threads, repetitions, out):
     subprocess.run([binary, f"--threads={threads}", "--benchmark_format=console",
+                    f"--benchmark_repetitions={repetitions}", "--benchmark_report_aggregates_only=true",
                     f"--benchmark_out={out}", "--benchmark_out_format=json"],
                    check=True, stdout=sys.stderr)
     with open(out) as f:
         rows = json.load(f)["benchmarks"]
     result = {}
     for row in rows:
+        if row.get("run_type") == "aggregate" and row.get("aggregate_name") != "median":
+            continue
         name = row["name"].split("/")[0]
         result[name] = row
     return result
@@ -33,12 +36,15 @@ def main():
     ap.add_argument("--build", default="build-release")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="docs")
+    ap.add_argument("--repetitions", type=int, default=3, help="runs per workload; the median is reported")
     args = ap.parse_args()
 
     bench = os.path.join(args.build, "bench")
     with tempfile.TemporaryDirectory() as tmp:
-        troupe = run(os.path.join(bench, "troupe_bench_savina"), args.threads, os.path.join(tmp, "troupe.json"))
-        caf = run(os.path.join(bench, "troupe_bench_savina_caf"), args.threads, os.path.join(tmp, "caf.json"))
+        troupe = run(os.path.join(bench, "troupe_bench_savina"), args.threads, args.repetitions,
+                     os.path.join(tmp, "troupe.json"))
+        caf = run(os.path.join(bench, "troupe_bench_savina_caf"), args.threads, args.repetitions,
+                  os.path.join(tmp, "caf.json"))
 
     lines = ["| workload | troupe (ms) | CAF (ms) | troupe msgs/s | CAF msgs/s | ratio |",
              "|---|---:|---:|---:|---:|---:|"]
@@ -53,7 +59,8 @@ def main():
     mem_c = caf["spawn"].get("bytes_per_actor", 0)
     lines.append("")
     lines.append(f"Memory per idle actor: troupe {mem_t:.0f} bytes, CAF {mem_c:.0f} bytes "
-                 f"({args.threads} worker threads; ratio = CAF time / troupe time).")
+                 f"({args.threads} worker threads; medians of {args.repetitions} runs; "
+                 f"ratio = CAF time / troupe time).")
     table = "\n".join(lines)
     print(table)
 
