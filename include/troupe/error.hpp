@@ -29,6 +29,21 @@ enum class errc {
   system_shutdown,
   /// An argument was outside its documented range.
   invalid_argument,
+
+  // -- persistence --
+  /// The store could not read or write (I/O error, disk full, corruption
+  /// reported by the storage engine).
+  storage_failure = 100,
+  /// The store is open in another process (or another store object).
+  store_locked,
+  /// The store was written by a newer version of troupe.
+  store_format_too_new,
+  /// A write would reuse or skip sequence numbers of a persistence ID.
+  sequence_mismatch,
+  /// A stored record could not be decoded (bad checksum, unparsable).
+  corrupt_record,
+  /// An event is larger than the configured limit.
+  event_too_large,
 };
 
 namespace detail {
@@ -45,6 +60,12 @@ public:
     case errc::handler_failed: return "handler failed";
     case errc::system_shutdown: return "actor system shutting down";
     case errc::invalid_argument: return "invalid argument";
+    case errc::storage_failure: return "storage failure";
+    case errc::store_locked: return "store locked by another process";
+    case errc::store_format_too_new: return "store written by a newer format version";
+    case errc::sequence_mismatch: return "sequence numbers not contiguous";
+    case errc::corrupt_record: return "corrupt record";
+    case errc::event_too_large: return "event too large";
     }
     return "unknown troupe error " + std::to_string(value);
   }

@@ -1,0 +1,114 @@
+#pragma once
+
+// Binary keys and values of the on-disk format (docs/storage.md).
+
+#include <troupe/error.hpp>
+#include <troupe/persistence/records.hpp>
+
+#include <boost/crc.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace troupe::persistence::detail {
+
+inline void put_u16(std::string& out, std::uint16_t v) {
+  out.push_back(static_cast<char>(v >> 8));
+  out.push_back(static_cast<char>(v));
+}
+inline void put_u32(std::string& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+}
+inline void put_u64(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+}
+inline std::uint64_t get_be(std::string_view in, std::size_t at, std::size_t bytes) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+
+inline std::uint32_t crc32(std::string_view data) {
+  boost::crc_32_type crc;
+  crc.process_bytes(data.data(), data.size());
+  return crc.checksum();
+}
+
+inline constexpr std::size_t max_persistence_id = 0xFFFF;
+
+/// `u16 length` + the persistence ID: the prefix of every key of one ID.
+inline std::string id_prefix(std::string_view pid) {
+  if (pid.empty() || pid.size() > max_persistence_id)
+    throw error(errc::invalid_argument, "persistence ID must have 1 to 65535 bytes");
+  std::string k;
+  k.reserve(2 + pid.size() + 8);
+  put_u16(k, static_cast<std::uint16_t>(pid.size()));
+  k.append(pid);
+  return k;
+}
+
+/// Prefix + big-endian sequence number: keys of one ID sort by sequence.
+inline std::string seq_key(std::string_view prefix, sequence_nr seq) {
+  std::string k(prefix);
+  put_u64(k, seq);
+  return k;
+}
+
+inline sequence_nr seq_of_key(std::string_view key) { return get_be(key, key.size() - 8, 8); }
+
+/// Event value: crc32 of the rest | u32 version | u16 manifest length |
+/// manifest | payload.
+inline std::string encode_event(const event_record& e) {
+  if (e.manifest.size() > 0xFFFF) throw error(errc::invalid_argument, "manifest longer than 65535 bytes");
+  std::string body;
+  body.reserve(6 + e.manifest.size() + e.payload.size());
+  put_u32(body, e.version);
+  put_u16(body, static_cast<std::uint16_t>(e.manifest.size()));
+  body.append(e.manifest);
+  body.append(e.payload);
+  std::string out;
+  out.reserve(4 + body.size());
+  put_u32(out, crc32(body));
+  out.append(body);
+  return out;
+}
+
+/// Decodes an event value; false if it is truncated or its checksum fails.
+inline bool decode_event(std::string_view v, sequence_nr seq, event_record& out) {
+  if (v.size() < 10) return false;
+  auto body = v.substr(4);
+  if (get_be(v, 0, 4) != crc32(body)) return false;
+  auto manifest_len = get_be(body, 4, 2);
+  if (body.size() < 6 + manifest_len) return false;
+  out.seq = seq;
+  out.version = static_cast<std::uint32_t>(get_be(body, 0, 4));
+  out.manifest.assign(body.substr(6, manifest_len));
+  out.payload.assign(body.substr(6 + manifest_len));
+  return true;
+}
+
+/// Snapshot value: crc32 of the rest | i64 timestamp (ms) | payload.
+inline std::string encode_snapshot(const snapshot_record& s) {
+  std::string body;
+  body.reserve(8 + s.payload.size());
+  put_u64(body, static_cast<std::uint64_t>(s.timestamp_ms));
+  body.append(s.payload);
+  std::string out;
+  put_u32(out, crc32(body));
+  out.append(body);
+  return out;
+}
+
+inline bool decode_snapshot(std::string_view v, sequence_nr seq, snapshot_record& out) {
+  if (v.size() < 12) return false;
+  auto body = v.substr(4);
+  if (get_be(v, 0, 4) != crc32(body)) return false;
+  out.seq = seq;
+  out.timestamp_ms = static_cast<std::int64_t>(get_be(body, 0, 8));
+  out.payload.assign(body.substr(8));
+  return true;
+}
+
+} // namespace troupe::persistence::detail

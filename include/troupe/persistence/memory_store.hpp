@@ -1,0 +1,143 @@
+#pragma once
+
+/// \file
+/// `troupe::persistence::memory_store`: the journal and snapshot store in
+/// memory, for tests. Same interface and semantics as `rocksdb_store`.
+
+#include <troupe/error.hpp>
+#include <troupe/persistence/records.hpp>
+#include <troupe/detail/stored_handler.hpp>
+
+#include <asio/async_result.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::persistence {
+
+/// A journal and snapshot store held in memory. Thread-safe. Nothing
+/// survives the object; use it in tests and wherever persistence is not
+/// wanted.
+class memory_store {
+public:
+  // -- journal ----------------------------------------------------------------
+
+  /// Appends `events` atomically (all or none). Their sequence numbers must
+  /// continue the ID's highest one without a gap: otherwise
+  /// `errc::sequence_mismatch` and nothing is written.
+  std::error_code write(std::string_view pid, const std::vector<event_record>& events) {
+    if (pid.empty()) return errc::invalid_argument;
+    std::lock_guard g(mutex_);
+    auto& s = ids_[std::string(pid)];
+    for (std::size_t i = 0; i < events.size(); ++i)
+      if (events[i].seq != s.highest + 1 + i) return errc::sequence_mismatch;
+    for (auto& e : events) s.events[e.seq] = e;
+    if (!events.empty()) s.highest = events.back().seq;
+    return {};
+  }
+
+  /// As `write`, completing with `void(std::error_code)` on the handler's
+  /// executor.
+  template <class Token>
+  auto async_write(std::string pid, std::vector<event_record> events, Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this](auto handler, std::string pid, std::vector<event_record> events) {
+          troupe::detail::stored_handler<decltype(handler)> h(std::move(handler));
+          h.post(write(pid, events));
+        },
+        token, std::move(pid), std::move(events));
+  }
+
+  /// Calls `f(const event_record&)` for the events with `from <= seq <= to`,
+  /// in order, at most `max` of them.
+  template <class F>
+  std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max, F&& f) {
+    std::vector<event_record> out;
+    {
+      std::lock_guard g(mutex_);
+      auto it = ids_.find(std::string(pid));
+      if (it == ids_.end() || from > to || max == 0) return {};
+      for (auto e = it->second.events.lower_bound(from); e != it->second.events.end() && e->first <= to; ++e) {
+        out.push_back(e->second);
+        if (out.size() == max) break;
+      }
+    }
+    for (auto& e : out) f(e);
+    return {};
+  }
+
+  /// The highest sequence number ever written for `pid` (0 if none); it
+  /// never decreases, also when events are deleted.
+  sequence_nr highest_sequence_nr(std::string_view pid) {
+    std::lock_guard g(mutex_);
+    auto it = ids_.find(std::string(pid));
+    return it == ids_.end() ? 0 : it->second.highest;
+  }
+
+  /// Deletes the events with `seq <= to`.
+  std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
+    std::lock_guard g(mutex_);
+    auto it = ids_.find(std::string(pid));
+    if (it == ids_.end()) return {};
+    auto& ev = it->second.events;
+    ev.erase(ev.begin(), ev.upper_bound(to));
+    return {};
+  }
+
+  // -- snapshots --------------------------------------------------------------
+
+  /// Saves a snapshot; one at the same sequence number is overwritten.
+  std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
+    if (pid.empty()) return errc::invalid_argument;
+    std::lock_guard g(mutex_);
+    ids_[std::string(pid)].snapshots[s.seq] = s;
+    return {};
+  }
+
+  /// The latest snapshot matching `c`, if any.
+  std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
+    out.reset();
+    std::lock_guard g(mutex_);
+    auto it = ids_.find(std::string(pid));
+    if (it == ids_.end()) return {};
+    auto& snaps = it->second.snapshots;
+    for (auto s = snaps.rbegin(); s != snaps.rend(); ++s) {
+      if (c.matches(s->second)) {
+        out = s->second;
+        break;
+      }
+    }
+    return {};
+  }
+
+  std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
+    std::lock_guard g(mutex_);
+    auto it = ids_.find(std::string(pid));
+    if (it != ids_.end()) it->second.snapshots.erase(seq);
+    return {};
+  }
+
+  std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
+    std::lock_guard g(mutex_);
+    auto it = ids_.find(std::string(pid));
+    if (it == ids_.end()) return {};
+    std::erase_if(it->second.snapshots, [&](auto& kv) { return c.matches(kv.second); });
+    return {};
+  }
+
+private:
+  struct id_state {
+    sequence_nr highest = 0;
+    std::map<sequence_nr, event_record> events;
+    std::map<sequence_nr, snapshot_record> snapshots;
+  };
+  std::mutex mutex_;
+  std::map<std::string, id_state, std::less<>> ids_;
+};
+
+} // namespace troupe::persistence

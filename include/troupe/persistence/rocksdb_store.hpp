@@ -1,0 +1,395 @@
+#pragma once
+
+/// \file
+/// `troupe::persistence::rocksdb_store`: the journal and snapshot store on
+/// RocksDB, with one writer thread that group-commits every actor's writes.
+/// The layout is the public contract in docs/storage.md.
+
+#include <troupe/error.hpp>
+#include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/records.hpp>
+#include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/unique_function.hpp>
+
+#include <asio/async_result.hpp>
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace troupe::persistence {
+
+/// Settings of a `rocksdb_store`.
+struct rocksdb_options {
+  /// What an acknowledged write survives (see `durability`).
+  persistence::durability durability = durability::sync;
+  /// Create the directory and the database if missing.
+  bool create_if_missing = true;
+};
+
+/// A RocksDB database holding the journal, the snapshots and (for the
+/// delivery and effects layers) the `deliveries`, `dedup` and `outbox`
+/// column families. One per actor system; thread-safe.
+///
+/// Writes of events go through one writer thread: it takes every request
+/// queued meanwhile, checks each one's sequence numbers, and commits them
+/// with one `WriteBatch` and one write (group commit), so RocksDB never
+/// blocks an actor's thread and a synchronous write is shared by all the
+/// actors that persisted at the same time.
+class rocksdb_store {
+public:
+  /// The on-disk format this code writes; a store of a higher one is refused.
+  static constexpr std::uint32_t format_version = 1;
+
+  static constexpr const char* column_families[] = {"default",    "journal", "snapshots", "meta",
+                                                    "deliveries", "dedup",   "outbox"};
+
+  /// Opens (or creates) the store at `path`. Throws `troupe::error`:
+  /// `store_locked` when another process has it open,
+  /// `store_format_too_new` for a newer format, `storage_failure` otherwise.
+  explicit rocksdb_store(const std::string& path, rocksdb_options options = {}) : options_(options) {
+    rocksdb::DBOptions db_options;
+    db_options.create_if_missing = options.create_if_missing;
+    db_options.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (auto* name : column_families) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions{});
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    auto st = rocksdb::DB::Open(db_options, path, cfs, &handles, &db);
+    if (!st.ok()) {
+      if (st.IsIOError() && st.ToString().find("lock") != std::string::npos)
+        throw error(errc::store_locked, "cannot open store " + path + ": locked by another process (" +
+                                            st.ToString() + ")");
+      throw error(errc::storage_failure, "cannot open store " + path + ": " + st.ToString());
+    }
+    db_.reset(db);
+    handles_ = handles;
+    try {
+      check_format(path);
+    } catch (...) {
+      for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+      db_.reset();
+      throw;
+    }
+    writer_ = std::thread([this] { write_loop(); });
+  }
+
+  rocksdb_store(const rocksdb_store&) = delete;
+  rocksdb_store& operator=(const rocksdb_store&) = delete;
+
+  ~rocksdb_store() {
+    {
+      std::lock_guard g(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    writer_.join();
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    db_->Close();
+  }
+
+  rocksdb::DB& db() noexcept { return *db_; }
+  rocksdb::ColumnFamilyHandle* journal_cf() const noexcept { return handles_[1]; }
+  rocksdb::ColumnFamilyHandle* snapshots_cf() const noexcept { return handles_[2]; }
+  rocksdb::ColumnFamilyHandle* meta_cf() const noexcept { return handles_[3]; }
+
+  // -- journal ----------------------------------------------------------------
+
+  /// Appends `events` atomically (all or none), completing with
+  /// `void(std::error_code)` once they are durable as the store's durability
+  /// mode promises. The sequence numbers must continue the ID's highest one
+  /// without a gap (`errc::sequence_mismatch` otherwise; nothing written).
+  template <class Token>
+  auto async_write(std::string pid, std::vector<event_record> events, Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this](auto handler, std::string pid, std::vector<event_record> events) {
+          auto h = std::make_shared<troupe::detail::stored_handler<decltype(handler)>>(std::move(handler));
+          submit(std::move(pid), std::move(events), [h](std::error_code ec) { h->dispatch(ec); });
+        },
+        token, std::move(pid), std::move(events));
+  }
+
+  /// Blocking form of `async_write` (through the same writer thread).
+  std::error_code write(std::string_view pid, const std::vector<event_record>& events) {
+    std::promise<std::error_code> p;
+    auto f = p.get_future();
+    submit(std::string(pid), events, [&p](std::error_code ec) { p.set_value(ec); });
+    return f.get();
+  }
+
+  /// Calls `f(const event_record&)` for the events with `from <= seq <= to`,
+  /// in order, at most `max` of them, iterating (memory stays bounded).
+  /// `errc::corrupt_record` names the persistence ID and sequence number.
+  template <class F>
+  std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max, F&& f) {
+    if (from > to || max == 0) return {};
+    const auto prefix = detail::id_prefix(pid);
+    const auto end = detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1);
+    rocksdb::ReadOptions ro;
+    rocksdb::Slice upper(end);
+    if (to != max_sequence_nr) ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, journal_cf()));
+    std::uint64_t n = 0;
+    event_record e;
+    for (it->Seek(detail::seq_key(prefix, from)); it->Valid() && n < max; it->Next(), ++n) {
+      auto key = it->key().ToStringView();
+      if (key.size() != prefix.size() + 8 || key.substr(0, prefix.size()) != prefix) break;
+      auto seq = detail::seq_of_key(key);
+      if (seq > to) break;
+      if (!detail::decode_event(it->value().ToStringView(), seq, e)) return errc::corrupt_record;
+      f(e);
+    }
+    if (!it->status().ok()) return errc::storage_failure;
+    return {};
+  }
+
+  /// The highest sequence number ever written for `pid` (0 if none); kept in
+  /// `meta`, so it never decreases, also when events are deleted.
+  sequence_nr highest_sequence_nr(std::string_view pid) {
+    std::string v;
+    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), highest_key(detail::id_prefix(pid)), &v);
+    if (st.IsNotFound()) return 0;
+    if (!st.ok() || v.size() != 8) throw error(errc::storage_failure, "cannot read highest sequence number: " + st.ToString());
+    return detail::get_be(v, 0, 8);
+  }
+
+  /// Deletes the events with `seq <= to` (a range delete; the highest
+  /// sequence number stays).
+  std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
+    const auto prefix = detail::id_prefix(pid);
+    rocksdb::WriteBatch b;
+    b.DeleteRange(journal_cf(), detail::seq_key(prefix, 0),
+                  detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1));
+    if (to == max_sequence_nr) b.Delete(journal_cf(), detail::seq_key(prefix, to));
+    return commit(b);
+  }
+
+  // -- snapshots --------------------------------------------------------------
+
+  /// Saves a snapshot; one at the same sequence number is overwritten.
+  std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
+    rocksdb::WriteBatch b;
+    b.Put(snapshots_cf(), detail::seq_key(detail::id_prefix(pid), s.seq), detail::encode_snapshot(s));
+    return commit(b);
+  }
+
+  /// The latest snapshot matching `c`, if any. A snapshot that cannot be
+  /// decoded yields `errc::corrupt_record` (the caller may fall back to an
+  /// older one with a lower `max_seq`).
+  std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
+    out.reset();
+    const auto prefix = detail::id_prefix(pid);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
+    snapshot_record s;
+    for (it->SeekForPrev(detail::seq_key(prefix, c.max_seq)); it->Valid(); it->Prev()) {
+      auto key = it->key().ToStringView();
+      if (key.size() != prefix.size() + 8 || key.substr(0, prefix.size()) != prefix) break;
+      auto seq = detail::seq_of_key(key);
+      if (seq < c.min_seq) break;
+      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s)) return errc::corrupt_record;
+      if (c.matches(s)) {
+        out = std::move(s);
+        return {};
+      }
+    }
+    if (!it->status().ok()) return errc::storage_failure;
+    return {};
+  }
+
+  std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
+    rocksdb::WriteBatch b;
+    b.Delete(snapshots_cf(), detail::seq_key(detail::id_prefix(pid), seq));
+    return commit(b);
+  }
+
+  std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
+    const auto prefix = detail::id_prefix(pid);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
+    rocksdb::WriteBatch b;
+    snapshot_record s;
+    for (it->Seek(detail::seq_key(prefix, c.min_seq)); it->Valid(); it->Next()) {
+      auto key = it->key().ToStringView();
+      if (key.size() != prefix.size() + 8 || key.substr(0, prefix.size()) != prefix) break;
+      auto seq = detail::seq_of_key(key);
+      if (seq > c.max_seq) break;
+      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s) || c.matches(s)) b.Delete(snapshots_cf(), key);
+    }
+    if (!it->status().ok()) return errc::storage_failure;
+    return commit(b);
+  }
+
+  // -- statistics -------------------------------------------------------------
+
+  /// Group-commit writes made, and events they carried (their ratio is the
+  /// mean batch).
+  std::uint64_t batches_written() const noexcept { return batches_.load(std::memory_order_relaxed); }
+  std::uint64_t events_written() const noexcept { return events_.load(std::memory_order_relaxed); }
+
+private:
+  struct request {
+    std::string pid;
+    std::vector<event_record> events;
+    troupe::detail::unique_function<void(std::error_code)> done;
+  };
+
+  static std::string highest_key(const std::string& prefix) { return "h" + prefix; }
+
+  rocksdb::WriteOptions write_options() const {
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.durability == durability::sync;
+    wo.disableWAL = options_.durability == durability::none;
+    return wo;
+  }
+
+  std::error_code commit(rocksdb::WriteBatch& b) {
+    auto wo = write_options();
+    return db_->Write(wo, &b).ok() ? std::error_code{} : std::error_code(errc::storage_failure);
+  }
+
+  void check_format(const std::string& path) {
+    std::string v;
+    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), "format", &v);
+    if (st.IsNotFound()) {
+      std::string f;
+      detail::put_u32(f, format_version);
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      if (!db_->Put(wo, meta_cf(), "format", f).ok())
+        throw error(errc::storage_failure, "cannot write the format version of " + path);
+      return;
+    }
+    if (!st.ok() || v.size() != 4) throw error(errc::storage_failure, "cannot read the format version of " + path);
+    auto found = detail::get_be(v, 0, 4);
+    if (found > format_version) {
+      throw error(errc::store_format_too_new, "store " + path + " has format version " + std::to_string(found) +
+                                                  "; this troupe reads up to " + std::to_string(format_version));
+    }
+  }
+
+  void submit(std::string pid, std::vector<event_record> events,
+              troupe::detail::unique_function<void(std::error_code)> done) {
+    {
+      std::lock_guard g(mutex_);
+      if (!stopping_) {
+        queue_.push_back({std::move(pid), std::move(events), std::move(done)});
+        wake_.notify_one();
+        return;
+      }
+    }
+    done(errc::storage_failure);
+  }
+
+  void write_loop() {
+    std::vector<request> work;
+    for (;;) {
+      {
+        std::unique_lock l(mutex_);
+        wake_.wait(l, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return; // stopping, nothing left
+        work.swap(queue_);
+      }
+      commit_group(work);
+      work.clear();
+    }
+  }
+
+  /// One write for every valid request of the group.
+  void commit_group(std::vector<request>& group) {
+    rocksdb::WriteBatch batch;
+    std::vector<request*> accepted;
+    std::unordered_map<std::string, sequence_nr> highest_before; // to roll the cache back
+    std::uint64_t events = 0;
+    for (auto& r : group) {
+      std::string prefix;
+      sequence_nr highest;
+      try {
+        prefix = detail::id_prefix(r.pid);
+        highest = cached_highest(r.pid, prefix);
+      } catch (const error& e) {
+        r.done(e.code());
+        continue;
+      }
+      bool contiguous = true;
+      for (std::size_t i = 0; i < r.events.size(); ++i)
+        if (r.events[i].seq != highest + 1 + i) contiguous = false;
+      if (!contiguous) {
+        r.done(errc::sequence_mismatch);
+        continue;
+      }
+      if (r.events.empty()) {
+        r.done({});
+        continue;
+      }
+      try {
+        for (auto& e : r.events) batch.Put(journal_cf(), detail::seq_key(prefix, e.seq), detail::encode_event(e));
+      } catch (const error& e) {
+        r.done(e.code());
+        continue;
+      }
+      std::string h;
+      detail::put_u64(h, r.events.back().seq);
+      batch.Put(meta_cf(), highest_key(prefix), h);
+      highest_before.try_emplace(r.pid, highest);
+      highest_[r.pid] = r.events.back().seq;
+      events += r.events.size();
+      accepted.push_back(&r);
+    }
+    if (accepted.empty()) return;
+    auto wo = write_options();
+    auto st = db_->Write(wo, &batch);
+    std::error_code ec;
+    if (st.ok()) {
+      batches_.fetch_add(1, std::memory_order_relaxed);
+      events_.fetch_add(events, std::memory_order_relaxed);
+    } else {
+      ec = errc::storage_failure;
+      for (auto& [pid, h] : highest_before) highest_[pid] = h; // nothing was written
+    }
+    for (auto* r : accepted) r->done(ec);
+  }
+
+  sequence_nr cached_highest(const std::string& pid, const std::string& prefix) {
+    auto it = highest_.find(pid);
+    if (it != highest_.end()) return it->second;
+    std::string v;
+    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), highest_key(prefix), &v);
+    sequence_nr h = 0;
+    if (st.ok() && v.size() == 8)
+      h = detail::get_be(v, 0, 8);
+    else if (!st.IsNotFound())
+      throw error(errc::storage_failure, "cannot read highest sequence number of " + pid);
+    highest_.emplace(pid, h);
+    return h;
+  }
+
+  rocksdb_options options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<request> queue_;
+  bool stopping_ = false;
+  std::thread writer_;
+
+  // Writer thread only.
+  std::unordered_map<std::string, sequence_nr> highest_;
+
+  std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::uint64_t> events_{0};
+};
+
+} // namespace troupe::persistence

@@ -1,0 +1,105 @@
+#include <troupe/persistence/rocksdb_store.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+namespace tp = troupe::persistence;
+
+namespace {
+struct temp_dir {
+  temp_dir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("troupe-test-" + std::to_string(rd()) + std::to_string(rd()));
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  std::string str() const { return path.string(); }
+  std::filesystem::path path;
+};
+
+std::vector<tp::event_record> one(tp::sequence_nr seq) { return {{seq, "m", 1, "payload"}}; }
+
+troupe::errc open_error(const std::string& path) {
+  try {
+    tp::rocksdb_store s(path);
+  } catch (const troupe::error& e) {
+    return static_cast<troupe::errc>(e.code().value());
+  }
+  return troupe::errc{};
+}
+} // namespace
+
+TEST_CASE("events survive closing and reopening the store") {
+  temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str());
+    REQUIRE(!s.write("p", one(1)));
+    REQUIRE(!s.write("p", one(2)));
+  }
+  tp::rocksdb_store s(dir.str());
+  CHECK(s.highest_sequence_nr("p") == 2);
+  CHECK(s.write("p", one(2)) == troupe::errc::sequence_mismatch); // never reused after a restart
+  CHECK(!s.write("p", one(3)));
+}
+
+TEST_CASE("a store already open elsewhere fails to open with store_locked") {
+  temp_dir dir;
+  tp::rocksdb_store first(dir.str());
+  CHECK(open_error(dir.str()) == troupe::errc::store_locked);
+}
+
+TEST_CASE("a store of a newer format fails to open with store_format_too_new") {
+  temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str());
+    std::string v;
+    tp::detail::put_u32(v, tp::rocksdb_store::format_version + 1);
+    REQUIRE(s.db().Put(rocksdb::WriteOptions{}, s.meta_cf(), "format", v).ok());
+  }
+  CHECK(open_error(dir.str()) == troupe::errc::store_format_too_new);
+}
+
+TEST_CASE("a record with a bad checksum fails the replay with corrupt_record") {
+  temp_dir dir;
+  tp::rocksdb_store s(dir.str());
+  REQUIRE(!s.write("p", one(1)));
+  REQUIRE(!s.write("p", one(2)));
+  auto key = tp::detail::seq_key(tp::detail::id_prefix("p"), 2);
+  std::string v;
+  REQUIRE(s.db().Get(rocksdb::ReadOptions{}, s.journal_cf(), key, &v).ok());
+  v.back() ^= 0x5A;
+  REQUIRE(s.db().Put(rocksdb::WriteOptions{}, s.journal_cf(), key, v).ok());
+  std::vector<tp::sequence_nr> seen;
+  auto ec = s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { seen.push_back(e.seq); });
+  CHECK(ec == troupe::errc::corrupt_record);
+  CHECK(seen == std::vector<tp::sequence_nr>{1});
+}
+
+TEST_CASE("concurrent writers are group-committed into shared writes") {
+  temp_dir dir;
+  tp::rocksdb_store s(dir.str(), tp::rocksdb_options{.durability = tp::durability::sync});
+  constexpr int writers = 8, per_writer = 50;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < writers; ++w)
+    threads.emplace_back([&, w] {
+      for (int i = 1; i <= per_writer; ++i)
+        if (s.write("writer-" + std::to_string(w), one(i))) ++failures;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(s.events_written() == writers * per_writer);
+  CHECK(s.batches_written() < s.events_written()); // at least some writes were shared
+  for (int w = 0; w < writers; ++w) CHECK(s.highest_sequence_nr("writer-" + std::to_string(w)) == per_writer);
+}
+
+TEST_CASE("every column family of the layout exists") {
+  temp_dir dir;
+  { tp::rocksdb_store s(dir.str()); }
+  std::vector<std::string> names;
+  REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.str(), &names).ok());
+  for (auto* cf : {"journal", "snapshots", "meta", "deliveries", "dedup", "outbox"})
+    CHECK(std::find(names.begin(), names.end(), cf) != names.end());
+}

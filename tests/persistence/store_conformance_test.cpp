@@ -1,0 +1,199 @@
+// The journal and snapshot conformance suite, run against every store.
+#include <troupe/persistence/rocksdb_store.hpp>
+
+#include <troupe/persistence/memory_store.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <asio/use_future.hpp>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tp = troupe::persistence;
+
+namespace {
+
+/// A fresh directory removed at the end of the test.
+struct temp_dir {
+  temp_dir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("troupe-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+
+struct memory_fixture {
+  tp::memory_store store;
+};
+
+struct rocksdb_fixture {
+  temp_dir dir;
+  tp::rocksdb_store store{dir.path.string(), tp::rocksdb_options{.durability = tp::durability::none}};
+};
+
+std::vector<tp::event_record> events(tp::sequence_nr first, tp::sequence_nr last) {
+  std::vector<tp::event_record> out;
+  for (auto s = first; s <= last; ++s)
+    out.push_back({s, "counter.added", 1, "{\"n\":" + std::to_string(s) + "}"});
+  return out;
+}
+
+template <class Store>
+std::vector<tp::sequence_nr> replay(Store& s, const std::string& pid, tp::sequence_nr from = 1,
+                                    tp::sequence_nr to = tp::max_sequence_nr, std::uint64_t max = UINT64_MAX) {
+  std::vector<tp::sequence_nr> seen;
+  REQUIRE(!s.replay(pid, from, to, max, [&](const tp::event_record& e) { seen.push_back(e.seq); }));
+  return seen;
+}
+
+using V = std::vector<tp::sequence_nr>;
+
+} // namespace
+
+TEMPLATE_TEST_CASE("replay returns every event in order, with its manifest, version and payload", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.write("p-1", events(1, 3)));
+  REQUIRE(!f.store.write("p-1", events(4, 5)));
+  std::vector<tp::event_record> got;
+  REQUIRE(!f.store.replay("p-1", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { got.push_back(e); }));
+  CHECK(got == events(1, 5));
+}
+
+TEMPLATE_TEST_CASE("replay honours the lower bound, the upper bound and the count limit", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.write("p", events(1, 10)));
+  CHECK(replay(f.store, "p", 4) == V{4, 5, 6, 7, 8, 9, 10});
+  CHECK(replay(f.store, "p", 1, 3) == V{1, 2, 3});
+  CHECK(replay(f.store, "p", 1, tp::max_sequence_nr, 2) == V{1, 2});
+  CHECK(replay(f.store, "p", 3, 8, 4) == V{3, 4, 5, 6});
+  CHECK(replay(f.store, "p", 5, 5) == V{5});
+  CHECK(replay(f.store, "p", 1, tp::max_sequence_nr, 1) == V{1});
+  CHECK(replay(f.store, "p", 1, tp::max_sequence_nr, 0).empty());
+  CHECK(replay(f.store, "p", 6, 5).empty());
+  CHECK(replay(f.store, "p", 11).empty());
+}
+
+TEMPLATE_TEST_CASE("an unknown persistence ID has highest sequence number 0 and no events", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  CHECK(f.store.highest_sequence_nr("nobody") == 0);
+  CHECK(replay(f.store, "nobody").empty());
+}
+
+TEMPLATE_TEST_CASE("the highest sequence number is known without a replay", "", memory_fixture, rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.write("p", events(1, 7)));
+  CHECK(f.store.highest_sequence_nr("p") == 7);
+}
+
+TEMPLATE_TEST_CASE("persistence IDs that share a prefix do not see each other's events", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.write("a", events(1, 2)));
+  REQUIRE(!f.store.write("ab", events(1, 3)));
+  CHECK(replay(f.store, "a") == V{1, 2});
+  CHECK(replay(f.store, "ab") == V{1, 2, 3});
+  CHECK(f.store.highest_sequence_nr("a") == 2);
+}
+
+TEMPLATE_TEST_CASE("deleted events are never replayed and the highest sequence number stays", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.write("p", events(1, 5)));
+  REQUIRE(!f.store.delete_up_to("p", 3));
+  CHECK(replay(f.store, "p") == V{4, 5});
+  CHECK(f.store.highest_sequence_nr("p") == 5);
+  REQUIRE(!f.store.delete_up_to("p", tp::max_sequence_nr));
+  CHECK(replay(f.store, "p").empty());
+  CHECK(f.store.highest_sequence_nr("p") == 5);
+  // Numbering continues after the highest one, never reusing a number.
+  CHECK(f.store.write("p", events(1, 1)) == troupe::errc::sequence_mismatch);
+  REQUIRE(!f.store.write("p", events(6, 6)));
+  CHECK(replay(f.store, "p") == V{6});
+}
+
+TEMPLATE_TEST_CASE("a write of several events is atomic: one with a gap writes none of them", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.write("p", events(1, 2)));
+  auto bad = events(3, 5);
+  bad[2].seq = 9; // 3, 4, 9
+  CHECK(f.store.write("p", bad) == troupe::errc::sequence_mismatch);
+  CHECK(replay(f.store, "p") == V{1, 2});
+  CHECK(f.store.highest_sequence_nr("p") == 2);
+  CHECK(f.store.write("p", events(2, 3)) == troupe::errc::sequence_mismatch); // reuse of 2
+  CHECK(f.store.write("p", events(4, 4)) == troupe::errc::sequence_mismatch); // gap at 3
+}
+
+TEMPLATE_TEST_CASE("async_write completes through a completion token", "", memory_fixture, rocksdb_fixture) {
+  TestType f;
+  auto done = f.store.async_write("p", events(1, 3), asio::use_future);
+  REQUIRE(done.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  done.get();
+  CHECK(replay(f.store, "p") == V{1, 2, 3});
+  auto refused = f.store.async_write("p", events(1, 1), asio::use_future);
+  REQUIRE(refused.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK_THROWS_AS(refused.get(), std::system_error);
+}
+
+TEMPLATE_TEST_CASE("the latest snapshot is selected by sequence number and by timestamp", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.save_snapshot("p", {10, 1000, "s10"}));
+  REQUIRE(!f.store.save_snapshot("p", {20, 2000, "s20"}));
+  REQUIRE(!f.store.save_snapshot("p", {30, 3000, "s30"}));
+  std::optional<tp::snapshot_record> s;
+  REQUIRE(!f.store.load_snapshot("p", {}, s));
+  REQUIRE(s);
+  CHECK(s->payload == "s30");
+  REQUIRE(!f.store.load_snapshot("p", {.max_seq = 25}, s));
+  CHECK(s->seq == 20);
+  REQUIRE(!f.store.load_snapshot("p", {.max_timestamp_ms = 1500}, s));
+  CHECK(s->seq == 10);
+  REQUIRE(!f.store.load_snapshot("p", {.max_seq = 5}, s));
+  CHECK(!s);
+  REQUIRE(!f.store.load_snapshot("other", {}, s));
+  CHECK(!s);
+}
+
+TEMPLATE_TEST_CASE("snapshots are deleted one at a time or by criteria", "", memory_fixture, rocksdb_fixture) {
+  TestType f;
+  for (tp::sequence_nr seq : {10, 20, 30, 40}) REQUIRE(!f.store.save_snapshot("p", {seq, std::int64_t(seq) * 100, "x"}));
+  REQUIRE(!f.store.delete_snapshot("p", 40));
+  std::optional<tp::snapshot_record> s;
+  REQUIRE(!f.store.load_snapshot("p", {}, s));
+  CHECK(s->seq == 30);
+  REQUIRE(!f.store.delete_snapshots("p", {.max_seq = 25}));
+  REQUIRE(!f.store.load_snapshot("p", {.max_seq = 25}, s));
+  CHECK(!s);
+  REQUIRE(!f.store.load_snapshot("p", {}, s));
+  CHECK(s->seq == 30);
+}
+
+TEMPLATE_TEST_CASE("saving a snapshot at the same sequence number overwrites it", "", memory_fixture, rocksdb_fixture) {
+  TestType f;
+  REQUIRE(!f.store.save_snapshot("p", {5, 1, "old"}));
+  REQUIRE(!f.store.save_snapshot("p", {5, 2, "new"}));
+  std::optional<tp::snapshot_record> s;
+  REQUIRE(!f.store.load_snapshot("p", {}, s));
+  CHECK(s->payload == "new");
+  CHECK(s->timestamp_ms == 2);
+}
+
+TEMPLATE_TEST_CASE("large snapshots are stored and loaded whole", "", memory_fixture, rocksdb_fixture) {
+  TestType f;
+  std::string big(8 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 % 251);
+  REQUIRE(!f.store.save_snapshot("p", {1, 1, big}));
+  std::optional<tp::snapshot_record> s;
+  REQUIRE(!f.store.load_snapshot("p", {}, s));
+  REQUIRE(s);
+  CHECK(s->payload == big);
+}
