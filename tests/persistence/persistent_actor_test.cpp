@@ -1,0 +1,194 @@
+#include <troupe/persistence/persistent_actor.hpp>
+
+#include <troupe/actor_system.hpp>
+#include <troupe/persistence/faulty_journal.hpp>
+#include <troupe/persistence/memory_store.hpp>
+#include <troupe/persistence/rocksdb_store.hpp>
+
+#include "../support.hpp"
+
+#include <filesystem>
+#include <random>
+
+namespace tp = troupe::persistence;
+namespace json = boost::json;
+
+namespace {
+
+struct added {
+  static constexpr std::string_view manifest = "test.added";
+  int n = 0;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const added& e) { v = {{"n", e.n}}; }
+added tag_invoke(json::value_to_tag<added>, const json::value& v) { return {json::value_to<int>(v.at("n"))}; }
+
+struct counter_state {
+  int total = 0;
+  int events = 0;
+};
+
+struct add {
+  int n;
+};
+struct try_add {
+  int n;
+};
+struct get {};
+struct recovered_query {};
+
+class counter : public tp::persistent_actor<counter, counter_state> {
+public:
+  using events = tp::event_types<added>;
+
+  counter(tp::persistence_id id, std::shared_ptr<tp::journal> j, tp::persistence_options o = {})
+      : persistent_actor(std::move(id), std::move(j), o) {}
+
+  static void apply(counter_state& s, const added& e) {
+    s.total += e.n;
+    ++s.events;
+  }
+
+  troupe::task<int> handle(add a) {
+    co_await persist(added{a.n});
+    co_return state().total;
+  }
+  /// Catches a rejected persist: the actor goes on.
+  troupe::task<std::string> handle(try_add a) {
+    try {
+      co_await persist(added{a.n});
+    } catch (const troupe::error& e) {
+      co_return e.what();
+    }
+    co_return "";
+  }
+  std::pair<int, tp::sequence_nr> handle(get) const { return {state().total, last_sequence_nr()}; }
+  int handle(recovered_query) const { return recovered_total_; }
+  void on_recovery_completed() { recovered_total_ = state().total; }
+
+private:
+  int recovered_total_ = -1;
+};
+
+struct temp_dir {
+  temp_dir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("troupe-test-" + std::to_string(rd()) + std::to_string(rd()));
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+
+template <class Store>
+std::shared_ptr<tp::journal> journal_for(Store& s) {
+  return std::make_shared<tp::journal_of<Store>>(s);
+}
+
+} // namespace
+
+TEST_CASE("persist returns once the event is durable and applied") {
+  tp::memory_store store;
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-1"}, journal_for(store));
+  CHECK(test::get(c.ask(add{5}, asio::use_future)) == 5);
+  CHECK(test::get(c.ask(add{7}, asio::use_future)) == 12);
+  CHECK(store.highest_sequence_nr("c-1") == 2);
+  CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{12, 2});
+}
+
+TEST_CASE("state survives a restart of the system and the store, and numbering continues") {
+  temp_dir dir;
+  {
+    tp::rocksdb_store store(dir.path.string());
+    troupe::actor_system sys;
+    auto c = sys.spawn<counter>(tp::persistence_id{"c-1"}, journal_for(store));
+    for (int i = 1; i <= 10; ++i) test::get(c.ask(add{i}, asio::use_future));
+  }
+  tp::rocksdb_store store(dir.path.string());
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-1"}, journal_for(store));
+  CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{55, 10});
+  CHECK(test::get(c.ask(add{1}, asio::use_future)) == 56);
+  CHECK(store.highest_sequence_nr("c-1") == 11);
+}
+
+TEST_CASE("commands that arrive during recovery wait for it, and on_recovery_completed sees the recovered state") {
+  tp::memory_store store;
+  std::vector<tp::event_record> history;
+  for (int i = 1; i <= 5000; ++i) history.push_back({tp::sequence_nr(i), "test.added", 1, "{\"n\":1}"});
+  REQUIRE(!store.write("c-1", history));
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-1"}, journal_for(store));
+  auto first = c.ask(get{}, asio::use_future); // sent before recovery can have finished
+  CHECK(test::get(first) == std::pair<int, tp::sequence_nr>{5000, 5000});
+  CHECK(test::get(c.ask(recovered_query{}, asio::use_future)) == 5000);
+}
+
+TEST_CASE("an unknown manifest fails recovery with the persistence ID, sequence number and manifest, and the journal is untouched") {
+  tp::memory_store store;
+  REQUIRE(!store.write("c-9", {{1, "test.added", 1, "{\"n\":1}"}, {2, "test.removed", 1, "{}"}}));
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::stop()},
+                              tp::persistence_id{"c-9"}, journal_for(store));
+  auto d = test::get(c.when_stopped(asio::use_future));
+  CHECK(d.reason == troupe::exit_reason::failure);
+  CHECK(d.what.find("c-9") != std::string::npos);
+  CHECK(d.what.find("sequence number 2") != std::string::npos);
+  CHECK(d.what.find("test.removed") != std::string::npos);
+  CHECK(store.highest_sequence_nr("c-9") == 2);
+  int n = 0;
+  REQUIRE(!store.replay("c-9", 1, tp::max_sequence_nr, UINT64_MAX, [&](auto&) { ++n; }));
+  CHECK(n == 2);
+}
+
+TEST_CASE("an unparsable payload fails recovery naming the event") {
+  tp::memory_store store;
+  REQUIRE(!store.write("c-8", {{1, "test.added", 1, "{not json"}}));
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::stop()},
+                              tp::persistence_id{"c-8"}, journal_for(store));
+  auto d = test::get(c.when_stopped(asio::use_future));
+  CHECK(d.what.find("cannot parse test.added") != std::string::npos);
+}
+
+TEST_CASE("an event over the size limit is rejected: nothing written, state unchanged, the actor goes on") {
+  tp::memory_store store;
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-2"}, journal_for(store), tp::persistence_options{.max_event_bytes = 8});
+  auto message = test::get(c.ask(try_add{123456}, asio::use_future)); // {"n":123456} is 12 bytes
+  CHECK(message.find("limit is 8") != std::string::npos);
+  CHECK(store.highest_sequence_nr("c-2") == 0);
+  CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{0, 0});
+  CHECK(test::get(c.ask(try_add{1}, asio::use_future)).empty()); // {"n":1} fits
+}
+
+TEST_CASE("a storage failure fails the handler, and the restarted actor recovers what is durable") {
+  tp::memory_store store;
+  auto faulty = std::make_shared<tp::faulty_journal>(journal_for(store));
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-3"}, faulty);
+  CHECK(test::get(c.ask(add{4}, asio::use_future)) == 4);
+  faulty->fail_next_writes(1);
+  auto failed = c.ask(add{100}, asio::use_future);
+  REQUIRE(failed.wait_for(test::deadline) == std::future_status::ready);
+  try {
+    failed.get();
+    FAIL("the persist succeeded");
+  } catch (const troupe::error& e) {
+    CHECK(e.code() == troupe::errc::handler_failed);
+    CHECK(std::string(e.what()).find("storage failure") != std::string::npos);
+  }
+  // Restarted (default supervision) and recovered: 4, not 104.
+  CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{4, 1});
+  CHECK(test::get(c.ask(add{1}, asio::use_future)) == 5);
+}
+
+TEST_CASE("a failing replay stops the actor from starting until recovery succeeds") {
+  tp::memory_store store;
+  REQUIRE(!store.write("c-4", {{1, "test.added", 1, "{\"n\":3}"}}));
+  auto faulty = std::make_shared<tp::faulty_journal>(journal_for(store));
+  faulty->fail_next_replays(2);
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::restart(5, std::chrono::seconds(10), std::chrono::milliseconds(1), std::chrono::milliseconds(1))},
+                              tp::persistence_id{"c-4"}, faulty);
+  CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{3, 1}); // third attempt
+}
