@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -126,6 +127,8 @@ public:
     }
     s.pool->stop();
     s.pool->join();
+    // A thread outside the pool may still be returning from a post into it.
+    while (detail::posts_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
     // Actors still suspended in a coroutine handler past the timeout.
     for (;;) {
       detail::cell_base* c;
@@ -138,6 +141,7 @@ public:
       c->force_stop();
       c->release();
     }
+    while (detail::posts_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
     s.pool.reset();
   }
 

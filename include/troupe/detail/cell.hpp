@@ -671,6 +671,8 @@ public:
   void schedule() noexcept { post(false); }
 
   void post(bool continuation) noexcept override {
+    std::optional<post_in_flight> counted;
+    if (!this_turn.in_turn) counted.emplace(); // maybe a thread outside the pool
     if (continuation)
       asio::post(asio::prefer(executor(), asio::execution::relationship.continuation), [this] { run(); });
     else
