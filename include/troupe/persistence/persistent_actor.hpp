@@ -83,7 +83,9 @@ struct persistence_options {
 ///
 /// Handlers change the state only through `co_await persist(e)`: it returns
 /// once `e` is durable in the journal *and* applied. Side effects follow the
-/// persist of their intent, never precede it.
+/// persist of their intent, never precede it. (With GCC 12, pass an event
+/// holding strings or containers as a named variable, not as a temporary
+/// aggregate inside the `co_await`: see docs/core.md.)
 ///
 /// Recovery runs as the actor's `on_start` (so every command waits for it):
 /// the journal is replayed through `apply`, then `Derived::on_recovery_completed()`

@@ -17,6 +17,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -308,6 +309,13 @@ private:
 
   /// One write for every valid request of the group.
   void commit_group(std::vector<request>& group) {
+    // In key order: consecutive memtable inserts then land next to each
+    // other (the skiplist search is most of a write's CPU time otherwise).
+    // Requests of one ID keep their relative order (stable sort).
+    if (group.size() > 1)
+      std::stable_sort(group.begin(), group.end(), [](const request& a, const request& b) {
+        return a.pid.size() != b.pid.size() ? a.pid.size() < b.pid.size() : a.pid < b.pid;
+      });
     rocksdb::WriteBatch batch;
     std::vector<request*> accepted;
     std::unordered_map<std::string, sequence_nr> highest_before; // to roll the cache back

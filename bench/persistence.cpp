@@ -1,0 +1,198 @@
+// troupe_bench_persistence: durable persistence against raw RocksDB, side by
+// side. Each iteration runs a whole workload from a fresh temporary
+// directory; items are events.
+#include <troupe/troupe.hpp>
+#include <troupe/persistence/persistent_actor.hpp>
+#include <troupe/persistence/rocksdb_store.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/use_future.hpp>
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tp = troupe::persistence;
+namespace json = boost::json;
+
+namespace {
+
+/// A fresh directory, removed afterwards.
+struct temp_dir {
+  temp_dir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("troupe-bench-" + std::to_string(rd()) + std::to_string(rd()));
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  std::string str() const { return path.string(); }
+  std::filesystem::path path;
+};
+
+// About 200 bytes of JSON per event.
+const std::string filler(180, 'x');
+
+struct blob_added {
+  static constexpr std::string_view manifest = "bench.blob-added";
+  long n = 0;
+  std::string data;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const blob_added& e) { v = {{"n", e.n}, {"data", e.data}}; }
+blob_added tag_invoke(json::value_to_tag<blob_added>, const json::value& v) {
+  return {json::value_to<long>(v.at("n")), json::value_to<std::string>(v.at("data"))};
+}
+
+struct blob_state {
+  long count = 0;
+};
+struct persist_n {
+  long n;
+};
+struct count_query {};
+
+class writer_actor : public tp::persistent_actor<writer_actor, blob_state> {
+public:
+  using events = tp::event_types<blob_added>;
+  using persistent_actor::persistent_actor;
+  static void apply(blob_state& s, const blob_added&) { ++s.count; }
+  troupe::task<long> handle(persist_n p) {
+    for (long i = 0; i < p.n; ++i) {
+      blob_added e{i, filler}; // named: see docs/core.md on GCC 12 and temporaries in co_await
+      co_await persist(std::move(e));
+    }
+    co_return state().count;
+  }
+  long handle(count_query) const { return state().count; }
+};
+
+void check(bool ok, const char* what) {
+  if (!ok) throw std::logic_error(std::string("benchmark result is wrong: ") + what);
+}
+
+double measured_mean_batch = 0; // from persist_1000actors_sync, used by raw_batch_sync
+
+void persist_actors(benchmark::State& state, int actors, long per_actor, tp::durability mode) {
+  double mean_batch = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    temp_dir dir;
+    tp::rocksdb_store store(dir.str(), tp::rocksdb_options{.durability = mode});
+    auto journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+    troupe::actor_system sys(troupe::system_config{.threads = 2});
+    std::vector<troupe::actor_ref<writer_actor>> writers;
+    for (int a = 0; a < actors; ++a)
+      writers.push_back(sys.spawn<writer_actor>(tp::persistence_id{"writer-" + std::to_string(a)}, journal));
+    for (auto& w : writers) check(w.ask(count_query{}, asio::use_future).get() == 0, "fresh actor"); // recovered
+    state.ResumeTiming();
+    std::vector<std::future<long>> done;
+    for (auto& w : writers) done.push_back(w.ask(persist_n{per_actor}, asio::use_future));
+    for (auto& d : done) check(d.get() == per_actor, "events persisted");
+    state.PauseTiming();
+    mean_batch = double(store.events_written()) / double(store.batches_written());
+    writers.clear();
+    sys.shutdown();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * actors * per_actor);
+  state.counters["mean_batch"] = mean_batch;
+  if (actors > 1 && mode == tp::durability::sync) measured_mean_batch = mean_batch;
+}
+
+void persist_1actor_sync(benchmark::State& state) { persist_actors(state, 1, 2000, tp::durability::sync); }
+void persist_1000actors_sync(benchmark::State& state) { persist_actors(state, 1000, 200, tp::durability::sync); }
+void persist_1000actors_async(benchmark::State& state) { persist_actors(state, 1000, 200, tp::durability::async); }
+
+std::unique_ptr<rocksdb::DB> open_raw(const std::string& path) {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  rocksdb::DB* db = nullptr;
+  if (!rocksdb::DB::Open(o, path, &db).ok()) throw std::runtime_error("cannot open raw RocksDB");
+  return std::unique_ptr<rocksdb::DB>(db);
+}
+
+std::string raw_key(long i) {
+  std::string k = "raw-writer";
+  tp::detail::put_u64(k, static_cast<std::uint64_t>(i));
+  return k;
+}
+
+void raw_put_sync(benchmark::State& state) {
+  const long n = 2000;
+  const std::string value(200, 'v');
+  for (auto _ : state) {
+    state.PauseTiming();
+    temp_dir dir;
+    auto db = open_raw(dir.str());
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    state.ResumeTiming();
+    for (long i = 0; i < n; ++i) check(db->Put(wo, raw_key(i), value).ok(), "raw put");
+    state.PauseTiming();
+    db.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+void raw_batch_sync(benchmark::State& state) {
+  const long total = 1000L * 200;
+  const long batch = std::max(1L, std::lround(measured_mean_batch > 0 ? measured_mean_batch : 100.0));
+  const std::string value(200, 'v');
+  for (auto _ : state) {
+    state.PauseTiming();
+    temp_dir dir;
+    auto db = open_raw(dir.str());
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    state.ResumeTiming();
+    for (long i = 0; i < total;) {
+      rocksdb::WriteBatch b;
+      for (long j = 0; j < batch && i < total; ++j, ++i) b.Put(raw_key(i), value);
+      check(db->Write(wo, &b).ok(), "raw batch");
+    }
+    state.PauseTiming();
+    db.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * total);
+  state.counters["batch"] = double(batch);
+}
+
+void recovery(benchmark::State& state) {
+  const long n = 1'000'000;
+  temp_dir dir;
+  {
+    tp::rocksdb_store store(dir.str(), tp::rocksdb_options{.durability = tp::durability::none});
+    std::string payload = json::serialize(json::value_from(blob_added{0, filler}));
+    for (long first = 1; first <= n; first += 10'000) {
+      std::vector<tp::event_record> chunk;
+      for (long s = first; s < first + 10'000; ++s) chunk.push_back({tp::sequence_nr(s), "bench.blob-added", 1, payload});
+      check(!store.write("recovering", chunk), "populate");
+    }
+  }
+  tp::rocksdb_store store(dir.str());
+  auto journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  for (auto _ : state) {
+    auto a = sys.spawn<writer_actor>(tp::persistence_id{"recovering"}, journal);
+    check(a.ask(count_query{}, asio::use_future).get() == n, "recovered every event");
+    state.PauseTiming();
+    a.stop();
+    a.when_stopped(asio::use_future).get();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+} // namespace
+
+BENCHMARK(persist_1actor_sync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(raw_put_sync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(persist_1000actors_sync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(raw_batch_sync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(persist_1000actors_async)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(recovery)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+BENCHMARK_MAIN();
