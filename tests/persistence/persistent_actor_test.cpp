@@ -6,6 +6,7 @@
 #include <troupe/persistence/rocksdb_store.hpp>
 
 #include "../support.hpp"
+#include "temp_dir.hpp"
 
 #include <filesystem>
 #include <random>
@@ -69,15 +70,6 @@ private:
   int recovered_total_ = -1;
 };
 
-struct temp_dir {
-  temp_dir() {
-    std::random_device rd;
-    path = std::filesystem::temp_directory_path() / ("troupe-test-" + std::to_string(rd()) + std::to_string(rd()));
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
-};
-
 template <class Store>
 std::shared_ptr<tp::journal> journal_for(Store& s) {
   return std::make_shared<tp::journal_of<Store>>(s);
@@ -96,7 +88,7 @@ TEST_CASE("persist returns once the event is durable and applied") {
 }
 
 TEST_CASE("state survives a restart of the system and the store, and numbering continues") {
-  temp_dir dir;
+  test::temp_dir dir;
   {
     tp::rocksdb_store store(dir.path.string());
     troupe::actor_system sys;

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "temp_dir.hpp"
+
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -9,16 +11,6 @@
 namespace tp = troupe::persistence;
 
 namespace {
-struct temp_dir {
-  temp_dir() {
-    std::random_device rd;
-    path = std::filesystem::temp_directory_path() / ("troupe-test-" + std::to_string(rd()) + std::to_string(rd()));
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-  std::string str() const { return path.string(); }
-  std::filesystem::path path;
-};
-
 std::vector<tp::event_record> one(tp::sequence_nr seq) { return {{seq, "m", 1, "payload"}}; }
 
 troupe::errc open_error(const std::string& path) {
@@ -32,7 +24,7 @@ troupe::errc open_error(const std::string& path) {
 } // namespace
 
 TEST_CASE("events survive closing and reopening the store") {
-  temp_dir dir;
+  test::temp_dir dir;
   {
     tp::rocksdb_store s(dir.str());
     REQUIRE(!s.write("p", one(1)));
@@ -45,13 +37,13 @@ TEST_CASE("events survive closing and reopening the store") {
 }
 
 TEST_CASE("a store already open elsewhere fails to open with store_locked") {
-  temp_dir dir;
+  test::temp_dir dir;
   tp::rocksdb_store first(dir.str());
   CHECK(open_error(dir.str()) == troupe::errc::store_locked);
 }
 
 TEST_CASE("a store of a newer format fails to open with store_format_too_new") {
-  temp_dir dir;
+  test::temp_dir dir;
   {
     tp::rocksdb_store s(dir.str());
     std::string v;
@@ -62,7 +54,7 @@ TEST_CASE("a store of a newer format fails to open with store_format_too_new") {
 }
 
 TEST_CASE("a record with a bad checksum fails the replay with corrupt_record") {
-  temp_dir dir;
+  test::temp_dir dir;
   tp::rocksdb_store s(dir.str());
   REQUIRE(!s.write("p", one(1)));
   REQUIRE(!s.write("p", one(2)));
@@ -78,7 +70,7 @@ TEST_CASE("a record with a bad checksum fails the replay with corrupt_record") {
 }
 
 TEST_CASE("concurrent writers are group-committed into shared writes") {
-  temp_dir dir;
+  test::temp_dir dir;
   tp::rocksdb_store s(dir.str(), tp::rocksdb_options{.durability = tp::durability::sync});
   constexpr int writers = 8, per_writer = 50;
   std::vector<std::thread> threads;
@@ -96,7 +88,7 @@ TEST_CASE("concurrent writers are group-committed into shared writes") {
 }
 
 TEST_CASE("every column family of the layout exists") {
-  temp_dir dir;
+  test::temp_dir dir;
   { tp::rocksdb_store s(dir.str()); }
   std::vector<std::string> names;
   REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.str(), &names).ok());

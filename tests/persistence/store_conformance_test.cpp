@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "temp_dir.hpp"
+
 #include <asio/use_future.hpp>
 
 #include <filesystem>
@@ -16,23 +18,12 @@ namespace tp = troupe::persistence;
 
 namespace {
 
-/// A fresh directory removed at the end of the test.
-struct temp_dir {
-  temp_dir() {
-    std::random_device rd;
-    path = std::filesystem::temp_directory_path() / ("troupe-test-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path);
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
-};
-
 struct memory_fixture {
   tp::memory_store store;
 };
 
 struct rocksdb_fixture {
-  temp_dir dir;
+  test::temp_dir dir;
   tp::rocksdb_store store{dir.path.string(), tp::rocksdb_options{.durability = tp::durability::none}};
 };
 

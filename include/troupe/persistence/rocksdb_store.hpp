@@ -147,7 +147,7 @@ public:
     event_record e;
     for (it->Seek(detail::seq_key(prefix, from)); it->Valid() && n < max; it->Next(), ++n) {
       auto key = it->key().ToStringView();
-      if (key.size() != prefix.size() + 8 || key.substr(0, prefix.size()) != prefix) break;
+      if (!detail::has_prefix(key, prefix)) break;
       auto seq = detail::seq_of_key(key);
       if (seq > to) break;
       if (!detail::decode_event(it->value().ToStringView(), seq, e)) return errc::corrupt_record;
@@ -197,7 +197,7 @@ public:
     snapshot_record s;
     for (it->SeekForPrev(detail::seq_key(prefix, c.max_seq)); it->Valid(); it->Prev()) {
       auto key = it->key().ToStringView();
-      if (key.size() != prefix.size() + 8 || key.substr(0, prefix.size()) != prefix) break;
+      if (!detail::has_prefix(key, prefix)) break;
       auto seq = detail::seq_of_key(key);
       if (seq < c.min_seq) break;
       if (!detail::decode_snapshot(it->value().ToStringView(), seq, s)) return errc::corrupt_record;
@@ -223,7 +223,7 @@ public:
     snapshot_record s;
     for (it->Seek(detail::seq_key(prefix, c.min_seq)); it->Valid(); it->Next()) {
       auto key = it->key().ToStringView();
-      if (key.size() != prefix.size() + 8 || key.substr(0, prefix.size()) != prefix) break;
+      if (!detail::has_prefix(key, prefix)) break;
       auto seq = detail::seq_of_key(key);
       if (seq > c.max_seq) break;
       if (!detail::decode_snapshot(it->value().ToStringView(), seq, s) || c.matches(s)) b.Delete(snapshots_cf(), key);

@@ -58,6 +58,11 @@ inline std::string seq_key(std::string_view prefix, sequence_nr seq) {
 
 inline sequence_nr seq_of_key(std::string_view key) { return get_be(key, key.size() - 8, 8); }
 
+/// `key` is a sequence key of the ID whose prefix is `prefix`.
+inline bool has_prefix(std::string_view key, std::string_view prefix) {
+  return key.size() == prefix.size() + 8 && key.substr(0, prefix.size()) == prefix;
+}
+
 /// Event value: crc32 of the rest | u32 version | u16 manifest length |
 /// manifest | payload.
 inline std::string encode_event(const event_record& e) {
