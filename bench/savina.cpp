@@ -354,19 +354,6 @@ void chameneos(benchmark::State& state) {
 
 } // namespace
 
-BENCHMARK(pingpong)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(counting)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(threadring)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(forkjoin)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(spawn)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
-BENCHMARK(big)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(chameneos)->Unit(benchmark::kMillisecond)->UseRealTime();
-
 int main(int argc, char** argv) {
-  savina::parse_threads(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("threads", std::to_string(savina::threads));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos});
 }

@@ -3,16 +3,21 @@
 // Shared by troupe_bench_savina and its CAF peer: the workload sizes, the
 // worker-thread flag, resident memory, and a completion counter.
 
+#include <benchmark/benchmark.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -94,6 +99,26 @@ enum class colour : int { blue = 0, red = 1, yellow = 2 };
 inline colour complement(colour a, colour b) {
   if (a == b) return a;
   return static_cast<colour>(3 - static_cast<int>(a) - static_cast<int>(b));
+}
+
+using workload = void (*)(benchmark::State&);
+
+/// Registers the seven workloads in their fixed order (same names and
+/// settings for both frameworks) and runs Google Benchmark.
+inline int run(int argc, char** argv, std::initializer_list<workload> workloads) {
+  static const char* const names[] = {"pingpong", "counting", "threadring", "forkjoin", "spawn", "big", "chameneos"};
+  parse_threads(argc, argv);
+  std::size_t i = 0;
+  for (auto w : workloads) {
+    auto* b = benchmark::RegisterBenchmark(names[i++], w)->Unit(benchmark::kMillisecond)->UseRealTime();
+    if (std::string_view(names[i - 1]) == "spawn") b->Iterations(3);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("threads", std::to_string(threads));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 } // namespace savina
