@@ -43,8 +43,8 @@ public:
   void write(std::string pid, std::vector<event_record> events,
              troupe::detail::unique_function<void(std::error_code)> done) override {
     if constexpr (requires { store_.async_write(std::move(pid), std::move(events), [](std::error_code) {}); }) {
-      auto shared = std::make_shared<decltype(done)>(std::move(done));
-      store_.async_write(std::move(pid), std::move(events), [shared](std::error_code ec) { (*shared)(ec); });
+      store_.async_write(std::move(pid), std::move(events),
+                         [done = std::move(done)](std::error_code ec) mutable { done(ec); });
     } else {
       done(store_.write(pid, events));
     }

@@ -120,8 +120,7 @@ public:
     (records.push_back(encode(++next, events)), ...);
     auto [ec] = co_await async_write(std::move(records));
     if (ec)
-      throw error(static_cast<errc>(ec.value()) == errc::sequence_mismatch ? errc::sequence_mismatch
-                                                                             : errc::storage_failure,
+      throw error(ec == errc::sequence_mismatch ? errc::sequence_mismatch : errc::storage_failure,
                   "persisting to " + id_ + " failed: " + ec.message());
     (Derived::apply(state_, events), ...);
     seq_ = next;
@@ -160,8 +159,9 @@ private:
     constexpr auto token = asio::experimental::as_tuple(asio::use_awaitable);
     return asio::async_initiate<decltype(token), void(std::error_code)>(
         [this](auto handler, std::vector<event_record> records) {
-          auto h = std::make_shared<troupe::detail::stored_handler<decltype(handler)>>(std::move(handler));
-          journal_->write(id_, std::move(records), [h](std::error_code ec) { h->post(ec); });
+          journal_->write(id_, std::move(records),
+                          [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](
+                              std::error_code ec) mutable { h.post(ec); });
         },
         token, std::move(records));
   }
@@ -181,8 +181,9 @@ private:
       ++expected;
     });
     if (ec)
-      throw error(static_cast<errc>(ec.value()), "recovery of " + id_ + " failed after sequence number " +
-                                                     std::to_string(seq_) + ": " + ec.message());
+      throw error(ec == errc::corrupt_record ? errc::corrupt_record : errc::storage_failure,
+                  "recovery of " + id_ + " failed after sequence number " + std::to_string(seq_) + ": " +
+                      ec.message());
     // Events may have been deleted below a snapshot; numbering continues
     // after the highest ever written, never reusing one.
     auto highest = journal_->highest_sequence_nr(id_);

@@ -117,8 +117,10 @@ public:
   auto async_write(std::string pid, std::vector<event_record> events, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [this](auto handler, std::string pid, std::vector<event_record> events) {
-          auto h = std::make_shared<troupe::detail::stored_handler<decltype(handler)>>(std::move(handler));
-          submit(std::move(pid), std::move(events), [h](std::error_code ec) { h->dispatch(ec); });
+          submit(std::move(pid), std::move(events),
+                 [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](std::error_code ec) mutable {
+                   h.dispatch(ec);
+                 });
         },
         token, std::move(pid), std::move(events));
   }
