@@ -28,6 +28,12 @@ incremented tag_invoke(json::value_to_tag<incremented>, const json::value& v) {
 struct counter_state {
   long value = 0;
 };
+// The state is JSON-convertible too: the actor saves a snapshot of it every
+// 100 events, and recovery starts from the latest one.
+void tag_invoke(json::value_from_tag, json::value& v, const counter_state& s) { v = {{"value", s.value}}; }
+counter_state tag_invoke(json::value_to_tag<counter_state>, const json::value& v) {
+  return {json::value_to<long>(v.at("value"))};
+}
 
 // Commands.
 struct increment { long by; };
@@ -49,7 +55,8 @@ public:
   long handle(current) const { return state().value; }
 
   void on_recovery_completed() {
-    std::cout << "recovered " << pid() << " at " << state().value << " (" << last_sequence_nr() << " events)\n";
+    std::cout << "recovered " << pid() << " at " << state().value << " (" << last_sequence_nr() << " events, from the snapshot at "
+              << recovered_from_snapshot() << ")\n";
   }
 };
 
@@ -59,10 +66,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   const long increments = argc > 2 ? std::stol(argv[2]) : 3;
-  tp::rocksdb_store store(argv[1]);                       // durability: sync (fsync per group commit)
-  auto journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
   troupe::actor_system sys;
-  auto c = sys.spawn<counter>(tp::persistence_id{"counter-1"}, journal);
+  // One store per system, opened once (a second process is refused: the
+  // store is locked). Durability: sync, an fsync per group commit.
+  auto store = std::make_shared<tp::rocksdb_store>(argv[1]);
+  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+
+  tp::persistence_options options;
+  options.snapshots.every = 100;          // a snapshot every 100 events,
+  options.snapshots.keep = 2;             // the last two kept,
+  options.snapshots.delete_events = true; // and the events they cover deleted
+  auto c = sys.spawn<counter>(troupe::persistence_id{"counter-1"}, options);
   for (long i = 0; i < increments; ++i) {
     long v = c.ask(increment{1}, asio::use_future).get();  // returns once durable
     std::cout << "value " << v << std::endl;

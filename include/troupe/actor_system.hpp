@@ -13,6 +13,7 @@
 #include <asio/thread_pool.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -55,6 +56,10 @@ public:
 
   ~actor_system() {
     shutdown();
+    {
+      std::lock_guard g(extensions_mutex_);
+      extensions_.clear(); // after the actors, before the runtime
+    }
     state_->owner = nullptr;
     state_->release();
   }
@@ -161,8 +166,37 @@ public:
 
   const system_config& config() const noexcept { return state_->config; }
 
+  /// Keeps `value` as this system's extension of type `T` (at most one per
+  /// type; a later call replaces it). Extensions are released after every
+  /// actor has stopped, when the system is destroyed: the place for a
+  /// resource shared by all actors, such as the persistence store.
+  template <class T>
+  void set_extension(std::shared_ptr<T> value) {
+    std::lock_guard g(extensions_mutex_);
+    for (auto& [key, v] : extensions_)
+      if (key == &extension_key<T>) {
+        v = std::move(value);
+        return;
+      }
+    extensions_.emplace_back(&extension_key<T>, std::move(value));
+  }
+
+  /// The extension of type `T`, or null.
+  template <class T>
+  std::shared_ptr<T> extension() const {
+    std::lock_guard g(extensions_mutex_);
+    for (auto& [key, v] : extensions_)
+      if (key == &extension_key<T>) return std::static_pointer_cast<T>(v);
+    return nullptr;
+  }
+
 private:
+  template <class T>
+  static inline char extension_key = 0; // its address names T (not const: never merged)
+
   detail::system_state* state_;
+  mutable std::mutex extensions_mutex_;
+  std::vector<std::pair<const void*, std::shared_ptr<void>>> extensions_;
 };
 
 } // namespace troupe

@@ -44,6 +44,12 @@ enum class errc {
   corrupt_record,
   /// An event is larger than the configured limit.
   event_too_large,
+  /// Recovery needs events that are no longer in the journal (deleted, and
+  /// no usable snapshot covers them).
+  events_missing,
+  /// The write was refused before reaching the store (a fault-injecting
+  /// journal's `reject_next_writes`); nothing was written.
+  write_rejected,
 };
 
 namespace detail {
@@ -66,6 +72,8 @@ public:
     case errc::sequence_mismatch: return "sequence numbers not contiguous";
     case errc::corrupt_record: return "corrupt record";
     case errc::event_too_large: return "event too large";
+    case errc::events_missing: return "events needed for recovery are missing";
+    case errc::write_rejected: return "write rejected";
     }
     return "unknown troupe error " + std::to_string(value);
   }

@@ -139,13 +139,15 @@ TEST_CASE("an unparsable payload fails recovery naming the event") {
   auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::stop()},
                               tp::persistence_id{"c-8"}, journal_for(store));
   auto d = test::get(c.when_stopped(asio::use_future));
-  CHECK(d.what.find("cannot parse test.added") != std::string::npos);
+  CHECK(d.what.find("sequence number 1 (test.added): cannot parse") != std::string::npos);
 }
 
 TEST_CASE("an event over the size limit is rejected: nothing written, state unchanged, the actor goes on") {
   tp::memory_store store;
   troupe::actor_system sys;
-  auto c = sys.spawn<counter>(tp::persistence_id{"c-2"}, journal_for(store), tp::persistence_options{.max_event_bytes = 8});
+  tp::persistence_options small;
+  small.max_event_bytes = 8;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-2"}, journal_for(store), small);
   auto message = test::get(c.ask(try_add{123456}, asio::use_future)); // {"n":123456} is 12 bytes
   CHECK(message.find("limit is 8") != std::string::npos);
   CHECK(store.highest_sequence_nr("c-2") == 0);

@@ -2,37 +2,63 @@
 
 /// \file
 /// `troupe::persistence::faulty_journal`: a journal wrapper that injects
-/// failures, for tests of persistent actors (also users' own).
+/// failures and delays, for tests of persistent actors (also users' own).
 
 #include <troupe/persistence/journal.hpp>
 
+#include <asio/steady_timer.hpp>
+#include <asio/thread_pool.hpp>
+
 #include <atomic>
+#include <chrono>
 #include <memory>
 
 namespace troupe::persistence {
 
-/// Wraps a journal and fails, on request, the next writes or replays with
-/// `errc::storage_failure`. Thread-safe.
+/// Wraps a journal and, on request, fails or rejects the next writes, fails
+/// the next replays or snapshot loads, or delays every write's
+/// acknowledgement. Thread-safe.
 ///
 /// \code
 /// auto store = std::make_shared<memory_store>();
-/// auto j = std::make_shared<faulty_journal>(std::make_shared<journal_of<memory_store>>(*store));
-/// j->fail_next_writes(1);   // the next persist throws; nothing is written
+/// auto j = std::make_shared<faulty_journal>(std::make_shared<journal_of<memory_store>>(store));
+/// j->fail_next_writes(1);   // the next persist throws storage_failure; nothing is written
 /// \endcode
 class faulty_journal final : public journal {
 public:
   explicit faulty_journal(std::shared_ptr<journal> inner) : inner_(std::move(inner)) {}
 
-  /// The next `n` writes fail without writing anything.
+  ~faulty_journal() override { timers_.join(); }
+
+  /// The next `n` writes fail with `storage_failure` without writing
+  /// anything (as a failing disk would).
   void fail_next_writes(int n) noexcept { failing_writes_.store(n); }
-  /// The next `n` replays fail before delivering any event.
+  /// The next `n` writes are refused with `write_rejected`, nothing written.
+  void reject_next_writes(int n) noexcept { rejected_writes_.store(n); }
+  /// The next `n` replays fail with `storage_failure` before delivering any
+  /// event.
   void fail_next_replays(int n) noexcept { failing_replays_.store(n); }
+  /// The next `n` snapshot loads fail with `storage_failure`.
+  void fail_next_snapshot_loads(int n) noexcept { failing_loads_.store(n); }
+  /// Every write is acknowledged `d` after the inner journal acknowledged it
+  /// (zero: at once).
+  void delay_writes(std::chrono::milliseconds d) noexcept { delay_ms_.store(d.count()); }
 
   void write(std::string pid, std::vector<event_record> events,
              troupe::detail::unique_function<void(std::error_code)> done) override {
     if (take(failing_writes_)) return done(errc::storage_failure);
-    inner_->write(std::move(pid), std::move(events), std::move(done));
+    if (take(rejected_writes_)) return done(errc::write_rejected);
+    const auto delay = std::chrono::milliseconds(delay_ms_.load());
+    if (delay.count() == 0) return inner_->write(std::move(pid), std::move(events), std::move(done));
+    inner_->write(std::move(pid), std::move(events),
+                  [this, delay, done = std::move(done)](std::error_code ec) mutable {
+                    auto t = std::make_unique<asio::steady_timer>(timers_, delay);
+                    auto& timer = *t;
+                    timer.async_wait([t = std::move(t), ec, done = std::move(done)](std::error_code) mutable { done(ec); });
+                  });
   }
+
+  void run_blocking(troupe::detail::unique_function<void()> f) override { inner_->run_blocking(std::move(f)); }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                          const std::function<void(const event_record&)>& f) override {
@@ -41,6 +67,23 @@ public:
   }
 
   sequence_nr highest_sequence_nr(std::string_view pid) override { return inner_->highest_sequence_nr(pid); }
+
+  std::error_code delete_up_to(std::string_view pid, sequence_nr to) override { return inner_->delete_up_to(pid, to); }
+
+  std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) override {
+    return inner_->save_snapshot(pid, s);
+  }
+
+  std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c,
+                                std::optional<snapshot_record>& out) override {
+    out.reset();
+    if (take(failing_loads_)) return errc::storage_failure;
+    return inner_->load_snapshot(pid, c, out);
+  }
+
+  std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) override {
+    return inner_->delete_snapshots(pid, c);
+  }
 
 private:
   static bool take(std::atomic<int>& counter) noexcept {
@@ -52,7 +95,11 @@ private:
 
   std::shared_ptr<journal> inner_;
   std::atomic<int> failing_writes_{0};
+  std::atomic<int> rejected_writes_{0};
   std::atomic<int> failing_replays_{0};
+  std::atomic<int> failing_loads_{0};
+  std::atomic<std::int64_t> delay_ms_{0};
+  asio::thread_pool timers_{1};
 };
 
 } // namespace troupe::persistence

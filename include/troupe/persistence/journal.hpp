@@ -2,20 +2,30 @@
 
 /// \file
 /// `troupe::persistence::journal`: the store-independent view of a journal
-/// that persistent actors use, and its adapter for any store.
+/// and snapshot store that persistent actors use, and its adapter for any
+/// store.
 
 #include <troupe/error.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/detail/unique_function.hpp>
 
+#include <asio/post.hpp>
+#include <asio/thread_pool.hpp>
+
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace troupe::persistence {
 
-/// A journal as persistent actors see it. Thread-safe.
+/// A journal and snapshot store as persistent actors see it. Thread-safe.
+///
+/// Every call but `write` and `run_blocking` may block on storage: a
+/// persistent actor makes them inside `run_blocking`, never on an actor
+/// thread.
 class journal {
 public:
   virtual ~journal() = default;
@@ -25,30 +35,61 @@ public:
   virtual void write(std::string pid, std::vector<event_record> events,
                      troupe::detail::unique_function<void(std::error_code)> done) = 0;
 
-  /// Streams the events with `from <= seq <= to` to `f`, in order.
+  /// Runs `f` on a thread where blocking storage calls are allowed (never an
+  /// actor's thread).
+  virtual void run_blocking(troupe::detail::unique_function<void()> f) = 0;
+
+  /// Streams the events with `from <= seq <= to` to `f`, in order, at most
+  /// `max` of them.
   virtual std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                                  const std::function<void(const event_record&)>& f) = 0;
 
   /// The highest sequence number ever written for `pid` (0 if none).
   virtual sequence_nr highest_sequence_nr(std::string_view pid) = 0;
+
+  /// Deletes the events with `seq <= to`; the highest sequence number stays.
+  virtual std::error_code delete_up_to(std::string_view pid, sequence_nr to) = 0;
+
+  /// Saves a snapshot; one at the same sequence number is overwritten.
+  virtual std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) = 0;
+
+  /// The latest snapshot matching `c` in `out` (empty if none). A snapshot
+  /// that cannot be decoded gives `errc::corrupt_record` with only `out->seq`
+  /// set, so that the caller can look for an older one.
+  virtual std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c,
+                                        std::optional<snapshot_record>& out) = 0;
+
+  /// Deletes the snapshots matching `c`.
+  virtual std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) = 0;
 };
 
-/// Adapts a store with the `memory_store` / `rocksdb_store` interface.
-/// The store must outlive the adapter.
+/// Adapts a store with the `memory_store` / `rocksdb_store` interface, and
+/// owns one thread for the blocking calls of recoveries and snapshots.
+///
+/// \code
+/// auto store = std::make_shared<rocksdb_store>("data");
+/// auto j = std::make_shared<journal_of<rocksdb_store>>(store);
+/// \endcode
 template <class Store>
 class journal_of final : public journal {
 public:
+  /// Shares ownership of the store.
+  explicit journal_of(std::shared_ptr<Store> s) : owner_(std::move(s)), store_(*owner_) {}
+  /// Borrows the store, which must outlive the adapter.
   explicit journal_of(Store& s) noexcept : store_(s) {}
+
+  ~journal_of() override { blocking_.join(); }
 
   void write(std::string pid, std::vector<event_record> events,
              troupe::detail::unique_function<void(std::error_code)> done) override {
-    if constexpr (requires { store_.async_write(std::move(pid), std::move(events), [](std::error_code) {}); }) {
-      store_.async_write(std::move(pid), std::move(events),
-                         [done = std::move(done)](std::error_code ec) mutable { done(ec); });
+    if constexpr (requires { store_.submit(std::move(pid), std::move(events), std::move(done)); }) {
+      store_.submit(std::move(pid), std::move(events), std::move(done));
     } else {
       done(store_.write(pid, events));
     }
   }
+
+  void run_blocking(troupe::detail::unique_function<void()> f) override { asio::post(blocking_, std::move(f)); }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                          const std::function<void(const event_record&)>& f) override {
@@ -57,8 +98,27 @@ public:
 
   sequence_nr highest_sequence_nr(std::string_view pid) override { return store_.highest_sequence_nr(pid); }
 
+  std::error_code delete_up_to(std::string_view pid, sequence_nr to) override { return store_.delete_up_to(pid, to); }
+
+  std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) override {
+    return store_.save_snapshot(pid, s);
+  }
+
+  std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c,
+                                std::optional<snapshot_record>& out) override {
+    return store_.load_snapshot(pid, c, out);
+  }
+
+  std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) override {
+    return store_.delete_snapshots(pid, c);
+  }
+
+  Store& store() noexcept { return store_; }
+
 private:
+  std::shared_ptr<Store> owner_;
   Store& store_;
+  asio::thread_pool blocking_{1};
 };
 
 } // namespace troupe::persistence

@@ -57,17 +57,27 @@ public:
   /// in order, at most `max` of them.
   template <class F>
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max, F&& f) {
+    // In chunks, without holding the lock while `f` runs: memory stays
+    // bounded and `f` may use the store.
+    constexpr std::size_t chunk = 256;
     std::vector<event_record> out;
-    {
-      std::lock_guard g(mutex_);
-      auto it = ids_.find(std::string(pid));
-      if (it == ids_.end() || from > to || max == 0) return {};
-      for (auto e = it->second.events.lower_bound(from); e != it->second.events.end() && e->first <= to; ++e) {
-        out.push_back(e->second);
-        if (out.size() == max) break;
+    std::uint64_t delivered = 0;
+    while (from <= to && delivered < max) {
+      out.clear();
+      {
+        std::lock_guard g(mutex_);
+        auto it = ids_.find(pid);
+        if (it == ids_.end()) return {};
+        for (auto e = it->second.events.lower_bound(from);
+             e != it->second.events.end() && e->first <= to && out.size() < chunk && delivered + out.size() < max; ++e)
+          out.push_back(e->second);
       }
+      if (out.empty()) break;
+      for (auto& e : out) f(e);
+      delivered += out.size();
+      if (out.back().seq == max_sequence_nr) break;
+      from = out.back().seq + 1;
     }
-    for (auto& e : out) f(e);
     return {};
   }
 
@@ -75,14 +85,14 @@ public:
   /// never decreases, also when events are deleted.
   sequence_nr highest_sequence_nr(std::string_view pid) {
     std::lock_guard g(mutex_);
-    auto it = ids_.find(std::string(pid));
+    auto it = ids_.find(pid);
     return it == ids_.end() ? 0 : it->second.highest;
   }
 
   /// Deletes the events with `seq <= to`.
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
     std::lock_guard g(mutex_);
-    auto it = ids_.find(std::string(pid));
+    auto it = ids_.find(pid);
     if (it == ids_.end()) return {};
     auto& ev = it->second.events;
     ev.erase(ev.begin(), ev.upper_bound(to));
@@ -103,7 +113,7 @@ public:
   std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
     out.reset();
     std::lock_guard g(mutex_);
-    auto it = ids_.find(std::string(pid));
+    auto it = ids_.find(pid);
     if (it == ids_.end()) return {};
     auto& snaps = it->second.snapshots;
     for (auto s = snaps.rbegin(); s != snaps.rend(); ++s) {
@@ -117,14 +127,14 @@ public:
 
   std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
     std::lock_guard g(mutex_);
-    auto it = ids_.find(std::string(pid));
+    auto it = ids_.find(pid);
     if (it != ids_.end()) it->second.snapshots.erase(seq);
     return {};
   }
 
   std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
     std::lock_guard g(mutex_);
-    auto it = ids_.find(std::string(pid));
+    auto it = ids_.find(pid);
     if (it == ids_.end()) return {};
     std::erase_if(it->second.snapshots, [&](auto& kv) { return c.matches(kv.second); });
     return {};

@@ -5,6 +5,8 @@
 /// from its journal of events.
 
 #include <troupe/error.hpp>
+#include <troupe/actor_system.hpp>
+#include <troupe/context.hpp>
 #include <troupe/task.hpp>
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/records.hpp>
@@ -16,7 +18,10 @@
 #include <asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include <chrono>
+#include <concepts>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,10 +47,7 @@ namespace troupe::persistence {
 template <class E>
 concept event = requires {
   { E::manifest } -> std::convertible_to<std::string_view>;
-} && requires(const E& e, const boost::json::value& v) {
-  boost::json::value_from(e);
-  boost::json::value_to<E>(v);
-};
+} && boost::json::has_value_from<E>::value && boost::json::has_value_to<E>::value;
 
 /// The event types a persistent actor can replay.
 template <event... E>
@@ -59,9 +61,46 @@ constexpr std::uint32_t version_of() {
     return 1;
 }
 
+/// Schema evolution. An event type that replaced an older one declares it
+/// and how to turn it into the new one; the older type may declare its own
+/// predecessor, and so on. Recovery reads a record of any version in the
+/// chain and applies it as the current type (the journal is never rewritten).
+///
+/// \code
+/// struct item_added_v1 {                                 // as once written
+///   static constexpr std::string_view manifest = "cart.item-added";
+///   std::string sku;
+/// };
+/// struct item_added {                                     // the current type
+///   static constexpr std::string_view manifest = "cart.item-added";
+///   static constexpr std::uint32_t version = 2;
+///   using previous = item_added_v1;
+///   static item_added upcast(item_added_v1 old) { return {std::move(old.sku), 1}; }
+///   std::string sku;
+///   int quantity;
+/// };
+/// \endcode
+template <class E>
+concept upcastable = requires { typename E::previous; } && event<typename E::previous> &&
+                     requires(typename E::previous p) {
+                       { E::upcast(std::move(p)) } -> std::same_as<E>;
+                     };
+
 /// Names the journal of one persistent actor.
 struct persistence_id {
   std::string value;
+};
+
+/// When a persistent actor saves snapshots of its state.
+struct snapshot_policy {
+  /// A snapshot after every `every` events (0: never). The state must then
+  /// be JSON-convertible through Boost.JSON like an event.
+  std::uint64_t every = 0;
+  /// Snapshots kept; older ones are deleted after a new one is saved.
+  std::size_t keep = 2;
+  /// Also delete the events up to the oldest kept snapshot (recovery never
+  /// needs them; an unreadable newer snapshot can still fall back to it).
+  bool delete_events = false;
 };
 
 /// Settings of one persistent actor.
@@ -69,7 +108,16 @@ struct persistence_options {
   /// Largest serialized event accepted; a larger one is rejected with
   /// `errc::event_too_large` and nothing is written.
   std::size_t max_event_bytes = 1 << 20;
+  persistence::snapshot_policy snapshots;
 };
+
+/// Makes `j` the journal of every persistent actor of `sys` spawned with a
+/// context and no explicit journal. It lives until `sys` is destroyed,
+/// after all its actors have stopped.
+inline void attach(actor_system& sys, std::shared_ptr<journal> j) {
+  if (!j) throw error(errc::invalid_argument, "attach: the journal is null");
+  sys.set_extension<journal>(std::move(j));
+}
 
 /// Base of an event-sourced actor `Derived` with state `State`.
 ///
@@ -87,18 +135,47 @@ struct persistence_options {
 /// holding strings or containers as a named variable, not as a temporary
 /// aggregate inside the `co_await`: see docs/core.md.)
 ///
-/// Recovery runs as the actor's `on_start` (so every command waits for it):
-/// the journal is replayed through `apply`, then `Derived::on_recovery_completed()`
-/// runs if it exists — the place to resume pending work, never during replay.
-/// A record that cannot be read fails recovery with an error naming the
-/// persistence ID, the sequence number and the manifest; the actor does not
-/// start (its supervisor decides), and the journal is not touched.
+/// Recovery runs as the actor's `on_start` (so every command waits for it),
+/// on the journal's blocking thread, not an actor thread: the latest
+/// readable snapshot (an unreadable one falls back to an older one, or to
+/// the whole journal), then the events after it through `apply`, then
+/// `Derived::on_recovery_completed()` if it exists — the place to resume
+/// pending work, never during replay. A record that cannot be read fails
+/// recovery with an error naming the persistence ID, the sequence number and
+/// the manifest, as do events missing from the journal; the actor does not
+/// start (its supervisor decides), and nothing in the store is touched.
+///
+/// Construct it from a `troupe::context<Derived>` and a `persistence_id`
+/// (the journal is the one `attach`ed to the system; `using
+/// persistent_actor::persistent_actor;` lets `spawn<Derived>(persistence_id{...})`
+/// find it), or from a `persistence_id` and an explicit journal.
 template <class Derived, class State>
 class persistent_actor {
 public:
+  /// The journal attached to the actor's system. Throws `invalid_argument`
+  /// if none is.
+  persistent_actor(context<Derived> ctx, persistence_id id, persistence_options options = {})
+      : persistent_actor(std::move(id), journal_of_system(ctx.system()), options) {
+    ctx_.emplace(std::move(ctx));
+  }
+
+  persistent_actor(context<Derived> ctx, persistence_id id, std::shared_ptr<journal> j,
+                   persistence_options options = {})
+      : persistent_actor(std::move(id), std::move(j), options) {
+    ctx_.emplace(std::move(ctx));
+  }
+
   persistent_actor(persistence_id id, std::shared_ptr<journal> j, persistence_options options = {})
       : id_(std::move(id.value)), journal_(std::move(j)), options_(options) {
     if (id_.empty()) throw error(errc::invalid_argument, "persistence ID must not be empty");
+    if (!journal_) throw error(errc::invalid_argument, "persistent actor " + id_ + ": the journal is null");
+    if (options_.snapshots.every != 0) {
+      if (options_.snapshots.keep == 0)
+        throw error(errc::invalid_argument, "persistent actor " + id_ + ": snapshot_policy.keep must be at least 1");
+      if constexpr (!snapshottable)
+        throw error(errc::invalid_argument, "persistent actor " + id_ + ": snapshots need a JSON-convertible " +
+                                                std::string(troupe::detail::type_name<State>()));
+    }
   }
 
   const State& state() const noexcept { return state_; }
@@ -106,10 +183,13 @@ public:
   const std::string& pid() const noexcept { return id_; }
   /// The sequence number of the last event applied.
   sequence_nr last_sequence_nr() const noexcept { return seq_; }
+  /// The sequence number of the snapshot recovery started from (0: none).
+  sequence_nr recovered_from_snapshot() const noexcept { return recovered_snapshot_; }
 
   /// Writes `events` atomically, then applies them in order. Throws
-  /// `troupe::error`: `event_too_large` or a serialization failure (nothing
-  /// written, state unchanged, the actor continues if the handler catches it),
+  /// `troupe::error`: `event_too_large`, `write_rejected` or a
+  /// serialization failure (`invalid_argument`): nothing written, state
+  /// unchanged, the actor continues if the handler catches it;
   /// `storage_failure` (the handler fails: its supervisor stops or restarts
   /// the actor, which then recovers from what is durable).
   template <event... E>
@@ -119,11 +199,16 @@ public:
     sequence_nr next = seq_;
     (records.push_back(encode(++next, events)), ...);
     auto [ec] = co_await async_write(std::move(records));
-    if (ec)
-      throw error(ec == errc::sequence_mismatch ? errc::sequence_mismatch : errc::storage_failure,
-                  "persisting to " + id_ + " failed: " + ec.message());
+    if (ec) {
+      const auto code = ec == errc::write_rejected    ? errc::write_rejected
+                        : ec == errc::sequence_mismatch ? errc::sequence_mismatch
+                                                        : errc::storage_failure;
+      throw error(code, "persisting to " + id_ + " failed: " + ec.message());
+    }
     (Derived::apply(state_, events), ...);
+    const auto before = seq_;
     seq_ = next;
+    if (const auto every = options_.snapshots.every; every != 0 && before / every != seq_ / every) save_snapshot();
   }
 
   template <event E>
@@ -134,12 +219,43 @@ public:
   /// Recovery; a `Derived` that needs start-up work puts it in
   /// `on_recovery_completed` (an `on_start` of its own would hide this one).
   task<> on_start() {
-    recover();
+    co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::exception_ptr)>(
+        [this](auto handler) {
+          journal_->run_blocking([this, h = troupe::detail::stored_handler<decltype(handler)>(
+                                            std::move(handler))]() mutable {
+            std::exception_ptr ep;
+            try {
+              recover();
+            } catch (...) {
+              ep = std::current_exception();
+            }
+            h.post(ep);
+          });
+        },
+        asio::use_awaitable);
     if constexpr (requires(Derived& d) { d.on_recovery_completed(); }) static_cast<Derived&>(*this).on_recovery_completed();
-    co_return;
+  }
+
+protected:
+  /// The actor's context, when it was constructed with one (throws
+  /// `invalid_argument` otherwise).
+  context<Derived>& actor_context() {
+    if (!ctx_) throw error(errc::invalid_argument, "persistent actor " + id_ + " was constructed without a context");
+    return *ctx_;
   }
 
 private:
+  static constexpr bool snapshottable = boost::json::has_value_from<State>::value && boost::json::has_value_to<State>::value;
+
+  static std::shared_ptr<journal> journal_of_system(actor_system& sys) {
+    auto j = sys.extension<journal>();
+    if (!j)
+      throw error(errc::invalid_argument,
+                  "no journal attached to the actor system: call troupe::persistence::attach(system, journal) "
+                  "before spawning " + std::string(troupe::detail::type_name<Derived>()));
+    return j;
+  }
+
   template <class E>
   event_record encode(sequence_nr seq, const E& e) const {
     std::string payload;
@@ -166,54 +282,166 @@ private:
         token, std::move(records));
   }
 
+  /// Serializes the state here, saves it on the blocking thread, then
+  /// applies the retention policy. The actor does not wait: a snapshot only
+  /// shortens recoveries, and one that fails to save leaves the journal,
+  /// which is complete, to do the work.
+  void save_snapshot() {
+    if constexpr (snapshottable) {
+      snapshot_record s;
+      s.seq = seq_;
+      s.timestamp_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      try {
+        s.payload = boost::json::serialize(boost::json::value_from(state_));
+      } catch (const std::exception&) {
+        return;
+      }
+      // The journal outlives its blocking thread's work (it joins it).
+      journal_->run_blocking([j = journal_.get(), pid = id_, policy = options_.snapshots, s = std::move(s)] {
+        if (j->save_snapshot(pid, s)) return;
+        // The oldest snapshot to keep: walk down `keep` of them.
+        snapshot_criteria c;
+        std::optional<snapshot_record> found;
+        sequence_nr oldest_kept = 0;
+        for (std::size_t i = 0; i < policy.keep; ++i) {
+          auto ec = j->load_snapshot(pid, c, found);
+          if (!found) return; // fewer than `keep`
+          if (ec && ec != errc::corrupt_record) return;
+          oldest_kept = found->seq;
+          if (oldest_kept == 0) return;
+          c.max_seq = oldest_kept - 1;
+        }
+        if (oldest_kept == 0) return;
+        snapshot_criteria older;
+        older.max_seq = oldest_kept - 1;
+        if (j->delete_snapshots(pid, older)) return;
+        if (policy.delete_events) j->delete_up_to(pid, oldest_kept);
+      });
+    }
+  }
+
+  std::string recovery_error(sequence_nr seq, std::string_view manifest, const std::string& what) const {
+    return "recovery of " + id_ + " failed at sequence number " + std::to_string(seq) +
+           (manifest.empty() ? std::string() : " (" + std::string(manifest) + ")") + ": " + what;
+  }
+
+  /// Runs on the journal's blocking thread while the actor waits in on_start.
   void recover() {
+    state_ = State{};
+    seq_ = 0;
+    recovered_snapshot_ = 0;
+    if constexpr (snapshottable) load_latest_snapshot();
+
     using list = typename Derived::events;
+    json_reader reader;
     sequence_nr expected = seq_ + 1;
     auto ec = journal_->replay(id_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
       if (r.seq != expected)
-        throw error(errc::corrupt_record, "recovery of " + id_ + " found sequence number " + std::to_string(r.seq) +
-                                              " where " + std::to_string(expected) + " was expected");
-      if (!dispatch(list{}, r))
-        throw error(errc::corrupt_record, "recovery of " + id_ + " failed at sequence number " + std::to_string(r.seq) +
-                                              ": unknown event manifest '" + r.manifest + "' version " +
-                                              std::to_string(r.version));
+        throw error(errc::events_missing, recovery_error(r.seq, r.manifest,
+                                                         "events " + std::to_string(expected) + " to " +
+                                                             std::to_string(r.seq - 1) + " are missing"));
+      if (!dispatch(list{}, r, reader))
+        throw error(errc::corrupt_record, recovery_error(r.seq, r.manifest,
+                                                         "unknown event manifest '" + r.manifest + "' version " +
+                                                             std::to_string(r.version)));
       seq_ = r.seq;
       ++expected;
     });
     if (ec)
       throw error(ec == errc::corrupt_record ? errc::corrupt_record : errc::storage_failure,
-                  "recovery of " + id_ + " failed after sequence number " + std::to_string(seq_) + ": " +
-                      ec.message());
-    // Events may have been deleted below a snapshot; numbering continues
-    // after the highest ever written, never reusing one.
+                  recovery_error(seq_ + 1, {}, "cannot read the journal: " + ec.message()));
+    // Every number up to the highest was written, atomically with the
+    // highest itself: anything short of it is a loss, not a gap to skip.
     auto highest = journal_->highest_sequence_nr(id_);
-    if (highest > seq_) seq_ = highest;
+    if (highest > seq_)
+      throw error(errc::events_missing,
+                  recovery_error(seq_ + 1, {}, "events " + std::to_string(seq_ + 1) + " to " + std::to_string(highest) +
+                                                   " are missing (deleted, and no readable snapshot covers them)"));
   }
 
+  /// The newest snapshot that can be read and decoded; older ones when it
+  /// cannot; none when the store cannot say which failed (then the whole
+  /// journal is replayed, and fails if its start was deleted).
+  void load_latest_snapshot() {
+    snapshot_criteria c;
+    std::optional<snapshot_record> s;
+    for (;;) {
+      auto ec = journal_->load_snapshot(id_, c, s);
+      if (!s) return;
+      if (!ec) {
+        try {
+          state_ = boost::json::value_to<State>(boost::json::parse(s->payload));
+          seq_ = recovered_snapshot_ = s->seq;
+          return;
+        } catch (const std::exception&) {
+          state_ = State{};
+        }
+      }
+      if (s->seq == 0) return;
+      c.max_seq = s->seq - 1;
+    }
+  }
+
+  /// Recovery's JSON parsing: one parser for all events, and each event's
+  /// values in a stack buffer (no allocation for payloads of a few KiB).
+  struct json_reader {
+    boost::json::parser parser;
+
+    template <class E>
+    E read(std::string_view text) {
+      unsigned char buffer[4096];
+      boost::json::monotonic_resource memory(buffer, sizeof buffer);
+      parser.reset(&memory);
+      parser.write(text);
+      return boost::json::value_to<E>(parser.release());
+    }
+  };
+
   template <class... E>
-  bool dispatch(event_types<E...>, const event_record& r) {
-    return (try_apply<E>(r) || ...);
+  bool dispatch(event_types<E...>, const event_record& r, json_reader& reader) {
+    return (try_apply<E>(r, reader) || ...);
   }
 
   template <class E>
-  bool try_apply(const event_record& r) {
-    if (r.manifest != E::manifest || r.version != version_of<E>()) return false;
-    std::optional<E> e;
-    try {
-      e.emplace(boost::json::value_to<E>(boost::json::parse(r.payload)));
-    } catch (const std::exception& ex) {
-      throw error(errc::corrupt_record, "recovery of " + id_ + " failed at sequence number " + std::to_string(r.seq) +
-                                            ": cannot parse " + r.manifest + ": " + ex.what());
-    }
+  bool try_apply(const event_record& r, json_reader& reader) {
+    std::optional<E> e = decode<E>(r, reader);
+    if (!e) return false;
     Derived::apply(state_, *e);
     return true;
+  }
+
+  /// `r` as an `E`, from its own version or, through `E::upcast`, from an
+  /// older one in its chain; empty when `r` is none of them.
+  template <class E>
+  std::optional<E> decode(const event_record& r, json_reader& reader) {
+    if (r.manifest == E::manifest && r.version == version_of<E>()) {
+      try {
+        return reader.template read<E>(r.payload);
+      } catch (const std::exception& ex) {
+        throw error(errc::corrupt_record,
+                    recovery_error(r.seq, r.manifest, "cannot parse version " + std::to_string(r.version) + ": " + ex.what()));
+      }
+    }
+    if constexpr (upcastable<E>) {
+      if (auto old = decode<typename E::previous>(r, reader)) return E::upcast(std::move(*old));
+    }
+    return std::nullopt;
   }
 
   std::string id_;
   std::shared_ptr<journal> journal_;
   persistence_options options_;
+  std::optional<context<Derived>> ctx_;
   State state_{};
   sequence_nr seq_ = 0;
+  sequence_nr recovered_snapshot_ = 0;
 };
 
 } // namespace troupe::persistence
+
+namespace troupe {
+using persistence::persistence_id;
+using persistence::persistent_actor;
+} // namespace troupe

@@ -125,6 +125,22 @@ public:
         token, std::move(pid), std::move(events));
   }
 
+  /// `async_write` with a plain callback, which runs on the writer thread
+  /// (or at once, with `storage_failure`, when the store is closing): it
+  /// must not block.
+  void submit(std::string pid, std::vector<event_record> events,
+              troupe::detail::unique_function<void(std::error_code)> done) {
+    {
+      std::lock_guard g(mutex_);
+      if (!stopping_) {
+        queue_.push_back({std::move(pid), std::move(events), std::move(done)});
+        wake_.notify_one();
+        return;
+      }
+    }
+    done(errc::storage_failure);
+  }
+
   /// Blocking form of `async_write` (through the same writer thread).
   std::error_code write(std::string_view pid, const std::vector<event_record>& events) {
     std::promise<std::error_code> p;
@@ -190,8 +206,8 @@ public:
   }
 
   /// The latest snapshot matching `c`, if any. A snapshot that cannot be
-  /// decoded yields `errc::corrupt_record` (the caller may fall back to an
-  /// older one with a lower `max_seq`).
+  /// decoded yields `errc::corrupt_record` with only `out->seq` set (the
+  /// caller may fall back to an older one with a lower `max_seq`).
   std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
     out.reset();
     const auto prefix = detail::id_prefix(pid);
@@ -202,7 +218,10 @@ public:
       if (!detail::has_prefix(key, prefix)) break;
       auto seq = detail::seq_of_key(key);
       if (seq < c.min_seq) break;
-      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s)) return errc::corrupt_record;
+      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s)) {
+        out.emplace().seq = seq;
+        return errc::corrupt_record;
+      }
       if (c.matches(s)) {
         out = std::move(s);
         return {};
@@ -280,19 +299,6 @@ private:
       throw error(errc::store_format_too_new, "store " + path + " has format version " + std::to_string(found) +
                                                   "; this troupe reads up to " + std::to_string(format_version));
     }
-  }
-
-  void submit(std::string pid, std::vector<event_record> events,
-              troupe::detail::unique_function<void(std::error_code)> done) {
-    {
-      std::lock_guard g(mutex_);
-      if (!stopping_) {
-        queue_.push_back({std::move(pid), std::move(events), std::move(done)});
-        wake_.notify_one();
-        return;
-      }
-    }
-    done(errc::storage_failure);
   }
 
   void write_loop() {
