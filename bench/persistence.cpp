@@ -47,6 +47,10 @@ blob_added tag_invoke(json::value_to_tag<blob_added>, const json::value& v) {
 struct blob_state {
   long count = 0;
 };
+void tag_invoke(json::value_from_tag, json::value& v, const blob_state& s) { v = {{"count", s.count}}; }
+blob_state tag_invoke(json::value_to_tag<blob_state>, const json::value& v) {
+  return {json::value_to<long>(v.at("count"))};
+}
 struct persist_n {
   long n;
 };
@@ -160,30 +164,53 @@ void raw_batch_sync(benchmark::State& state) {
   state.counters["batch"] = double(batch);
 }
 
-void recovery(benchmark::State& state) {
-  const long n = 1'000'000;
-  temp_dir dir;
-  {
+// One store for both recovery benchmarks: "recovering" has 1,000,000
+// events; "snapshotted" has a snapshot at 1,000,000 and a 10,000-event tail
+// (the events it covers deleted).
+constexpr long recovery_events = 1'000'000;
+constexpr long recovery_tail = 10'000;
+
+struct recovery_fixture {
+  recovery_fixture() {
     tp::rocksdb_store store(dir.str(), tp::rocksdb_options{.durability = tp::durability::none});
     std::string payload = json::serialize(json::value_from(blob_added{0, filler}));
-    for (long first = 1; first <= n; first += 10'000) {
-      std::vector<tp::event_record> chunk;
-      for (long s = first; s < first + 10'000; ++s) chunk.push_back({tp::sequence_nr(s), "bench.blob-added", 1, payload});
-      check(!store.write("recovering", chunk), "populate");
-    }
+    auto populate = [&](const std::string& pid, long n) {
+      for (long first = 1; first <= n; first += 10'000) {
+        std::vector<tp::event_record> chunk;
+        for (long s = first; s < first + 10'000 && s <= n; ++s)
+          chunk.push_back({tp::sequence_nr(s), "bench.blob-added", 1, payload});
+        check(!store.write(pid, chunk), "populate");
+      }
+    };
+    populate("recovering", recovery_events);
+    populate("snapshotted", recovery_events + recovery_tail);
+    check(!store.save_snapshot("snapshotted", {recovery_events, 0, json::serialize(json::value_from(blob_state{recovery_events}))}),
+          "snapshot");
+    check(!store.delete_up_to("snapshotted", recovery_events), "delete covered events");
+    store.db().CompactRange(rocksdb::CompactRangeOptions{}, store.journal_cf(), nullptr, nullptr);
   }
-  tp::rocksdb_store store(dir.str());
+  temp_dir dir;
+};
+
+void recover(benchmark::State& state, const std::string& pid, long expected, long replayed) {
+  static recovery_fixture fixture;
+  auto store = std::make_shared<tp::rocksdb_store>(fixture.dir.str());
   auto journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
   troupe::actor_system sys(troupe::system_config{.threads = 2});
   for (auto _ : state) {
-    auto a = sys.spawn<writer_actor>(tp::persistence_id{"recovering"}, journal);
-    check(a.ask(count_query{}, asio::use_future).get() == n, "recovered every event");
+    auto a = sys.spawn<writer_actor>(tp::persistence_id{pid}, journal);
+    check(a.ask(count_query{}, asio::use_future).get() == expected, "recovered every event");
     state.PauseTiming();
     a.stop();
     a.when_stopped(asio::use_future).get();
     state.ResumeTiming();
   }
-  state.SetItemsProcessed(state.iterations() * n);
+  state.SetItemsProcessed(state.iterations() * replayed);
+}
+
+void recovery(benchmark::State& state) { recover(state, "recovering", recovery_events, recovery_events); }
+void recovery_snapshot(benchmark::State& state) {
+  recover(state, "snapshotted", recovery_events + recovery_tail, recovery_tail);
 }
 
 } // namespace
@@ -194,5 +221,6 @@ BENCHMARK(persist_1000actors_sync)->Unit(benchmark::kMillisecond)->UseRealTime()
 BENCHMARK(raw_batch_sync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(persist_1000actors_async)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(recovery)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(recovery_snapshot)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 BENCHMARK_MAIN();

@@ -95,3 +95,16 @@ TEST_CASE("every column family of the layout exists") {
   for (auto* cf : {"journal", "snapshots", "meta", "deliveries", "dedup", "outbox"})
     CHECK(std::find(names.begin(), names.end(), cf) != names.end());
 }
+
+TEST_CASE("record checksums are CRC-32C, with or without the CPU instruction") {
+  CHECK(tp::detail::crc32c("123456789") == 0xE3069283u);
+  std::mt19937 rng(7);
+  for (std::size_t n = 0; n < 300; ++n) {
+    std::string data(n, '\0');
+    for (auto& c : data) c = static_cast<char>(rng());
+    tp::detail::crc32c_type table;
+    table.process_bytes(data.data(), data.size());
+    INFO("length " << n);
+    CHECK(tp::detail::crc32c(data) == table.checksum());
+  }
+}

@@ -9,6 +9,8 @@
 #include <troupe/persistence/records.hpp>
 #include <troupe/detail/unique_function.hpp>
 
+#include <pthread.h>
+
 #include <asio/post.hpp>
 #include <asio/thread_pool.hpp>
 
@@ -74,9 +76,9 @@ template <class Store>
 class journal_of final : public journal {
 public:
   /// Shares ownership of the store.
-  explicit journal_of(std::shared_ptr<Store> s) : owner_(std::move(s)), store_(*owner_) {}
+  explicit journal_of(std::shared_ptr<Store> s) : owner_(std::move(s)), store_(*owner_) { name_thread(); }
   /// Borrows the store, which must outlive the adapter.
-  explicit journal_of(Store& s) noexcept : store_(s) {}
+  explicit journal_of(Store& s) : store_(s) { name_thread(); }
 
   ~journal_of() override { blocking_.join(); }
 
@@ -116,6 +118,10 @@ public:
   Store& store() noexcept { return store_; }
 
 private:
+  void name_thread() {
+    asio::post(blocking_, [] { pthread_setname_np(pthread_self(), "troupe-journal"); });
+  }
+
   std::shared_ptr<Store> owner_;
   Store& store_;
   asio::thread_pool blocking_{1};

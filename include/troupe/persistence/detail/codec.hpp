@@ -30,8 +30,34 @@ inline std::uint64_t get_be(std::string_view in, std::size_t at, std::size_t byt
   return v;
 }
 
-inline std::uint32_t crc32(std::string_view data) {
-  boost::crc_32_type crc;
+/// CRC-32C (Castagnoli), as Boost.CRC defines it.
+using crc32c_type = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/// The same CRC with the SSE 4.2 instruction, 8 bytes at a time: recovery
+/// checks every record, and the table-driven version was 40% of its time.
+__attribute__((target("sse4.2"))) inline std::uint32_t crc32c_sse42(std::string_view data) noexcept {
+  std::uint64_t crc = 0xFFFFFFFF;
+  const char* p = data.data();
+  std::size_t n = data.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p, 8);
+    crc = __builtin_ia32_crc32di(crc, word);
+  }
+  auto c = static_cast<std::uint32_t>(crc);
+  for (; n > 0; ++p, --n) c = __builtin_ia32_crc32qi(c, static_cast<unsigned char>(*p));
+  return c ^ 0xFFFFFFFF;
+}
+#endif
+
+/// The checksum of records: CRC-32C of `data`.
+inline std::uint32_t crc32c(std::string_view data) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool hardware = __builtin_cpu_supports("sse4.2");
+  if (hardware) return crc32c_sse42(data);
+#endif
+  crc32c_type crc;
   crc.process_bytes(data.data(), data.size());
   return crc.checksum();
 }
@@ -63,7 +89,7 @@ inline bool has_prefix(std::string_view key, std::string_view prefix) {
   return key.size() == prefix.size() + 8 && key.substr(0, prefix.size()) == prefix;
 }
 
-/// Event value: crc32 of the rest | u32 version | u16 manifest length |
+/// Event value: crc32c of the rest | u32 version | u16 manifest length |
 /// manifest | payload.
 inline std::string encode_event(const event_record& e) {
   if (e.manifest.size() > 0xFFFF) throw error(errc::invalid_argument, "manifest longer than 65535 bytes");
@@ -75,7 +101,7 @@ inline std::string encode_event(const event_record& e) {
   body.append(e.payload);
   std::string out;
   out.reserve(4 + body.size());
-  put_u32(out, crc32(body));
+  put_u32(out, crc32c(body));
   out.append(body);
   return out;
 }
@@ -84,7 +110,7 @@ inline std::string encode_event(const event_record& e) {
 inline bool decode_event(std::string_view v, sequence_nr seq, event_record& out) {
   if (v.size() < 10) return false;
   auto body = v.substr(4);
-  if (get_be(v, 0, 4) != crc32(body)) return false;
+  if (get_be(v, 0, 4) != crc32c(body)) return false;
   auto manifest_len = get_be(body, 4, 2);
   if (body.size() < 6 + manifest_len) return false;
   out.seq = seq;
@@ -94,14 +120,14 @@ inline bool decode_event(std::string_view v, sequence_nr seq, event_record& out)
   return true;
 }
 
-/// Snapshot value: crc32 of the rest | i64 timestamp (ms) | payload.
+/// Snapshot value: crc32c of the rest | i64 timestamp (ms) | payload.
 inline std::string encode_snapshot(const snapshot_record& s) {
   std::string body;
   body.reserve(8 + s.payload.size());
   put_u64(body, static_cast<std::uint64_t>(s.timestamp_ms));
   body.append(s.payload);
   std::string out;
-  put_u32(out, crc32(body));
+  put_u32(out, crc32c(body));
   out.append(body);
   return out;
 }
@@ -109,7 +135,7 @@ inline std::string encode_snapshot(const snapshot_record& s) {
 inline bool decode_snapshot(std::string_view v, sequence_nr seq, snapshot_record& out) {
   if (v.size() < 12) return false;
   auto body = v.substr(4);
-  if (get_be(v, 0, 4) != crc32(body)) return false;
+  if (get_be(v, 0, 4) != crc32c(body)) return false;
   out.seq = seq;
   out.timestamp_ms = static_cast<std::int64_t>(get_be(body, 0, 8));
   out.payload.assign(body.substr(8));
