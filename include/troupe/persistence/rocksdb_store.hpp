@@ -17,6 +17,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -68,7 +69,14 @@ public:
     db_options.create_if_missing = options.create_if_missing;
     db_options.create_missing_column_families = true;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (auto* name : column_families) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions{});
+    for (auto* name : column_families) {
+      rocksdb::ColumnFamilyOptions cf;
+      // Each ID's events are appended after its previous one: the memtable
+      // remembers, per ID, where it inserted last, instead of searching the
+      // skiplist from the top for every event.
+      if (std::string_view(name) == "journal") cf.memtable_insert_with_hint_prefix_extractor = id_prefix_extractor();
+      cfs.emplace_back(name, cf);
+    }
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     auto st = rocksdb::DB::Open(db_options, path, cfs, &handles, &db);
@@ -184,21 +192,30 @@ public:
     return {};
   }
 
-  /// The highest sequence number ever written for `pid` (0 if none); kept in
-  /// `meta`, so it never decreases, also when events are deleted.
-  sequence_nr highest_sequence_nr(std::string_view pid) {
-    std::string v;
-    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), highest_key(detail::id_prefix(pid)), &v);
-    if (st.IsNotFound()) return 0;
-    if (!st.ok() || v.size() != 8) throw error(errc::storage_failure, "cannot read highest sequence number: " + st.ToString());
-    return detail::get_be(v, 0, 8);
-  }
+  /// The highest sequence number ever written for `pid` (0 if none). It
+  /// never decreases, also when events are deleted: it is the larger of the
+  /// last event's number and the watermark `delete_up_to` leaves in `meta`.
+  sequence_nr highest_sequence_nr(std::string_view pid) { return read_highest(detail::id_prefix(pid)); }
 
   /// Deletes the events with `seq <= to` (a range delete; the highest
   /// sequence number stays).
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
     const auto prefix = detail::id_prefix(pid);
+    // The watermark first: the highest number the deletion removes, so that
+    // the highest survives even when no event is left.
+    sequence_nr removed = 0, watermark = 0;
+    try {
+      removed = last_seq(prefix, to);
+      watermark = read_watermark(prefix);
+    } catch (const error& e) {
+      return e.code();
+    }
     rocksdb::WriteBatch b;
+    if (removed > watermark) {
+      std::string h;
+      detail::put_u64(h, removed);
+      b.Put(meta_cf(), highest_key(prefix), h);
+    }
     b.DeleteRange(journal_cf(), detail::seq_key(prefix, 0),
                   detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1));
     if (to == max_sequence_nr) b.Delete(journal_cf(), detail::seq_key(prefix, to));
@@ -277,6 +294,32 @@ private:
   };
 
   static std::string highest_key(const std::string& prefix) { return "h" + prefix; }
+
+  /// A key's `id` part (its u16 length and the ID's bytes), for the
+  /// memtable's insert hints. Sequence number 0 (never an event: the start
+  /// of `delete_up_to`'s range deletion) is outside the domain: RocksDB 7.8
+  /// keeps one hint per prefix for both the point and the range-deletion
+  /// memtables, and a hint from one used in the other corrupts the skiplist.
+  class id_prefix_transform final : public rocksdb::SliceTransform {
+  public:
+    const char* Name() const override { return "troupe.id_prefix"; }
+    rocksdb::Slice Transform(const rocksdb::Slice& key) const override { return {key.data(), length(key)}; }
+    bool InDomain(const rocksdb::Slice& key) const override {
+      if (key.size() < 2 || key.size() != length(key) + 8) return false;
+      return detail::seq_of_key(key.ToStringView()) != 0;
+    }
+
+  private:
+    static std::size_t length(const rocksdb::Slice& key) {
+      return 2 + (static_cast<std::size_t>(static_cast<unsigned char>(key[0])) << 8 |
+                  static_cast<unsigned char>(key[1]));
+    }
+  };
+
+  static std::shared_ptr<const rocksdb::SliceTransform> id_prefix_extractor() {
+    static const auto instance = std::make_shared<const id_prefix_transform>();
+    return instance;
+  }
 
   rocksdb::WriteOptions write_options() const {
     rocksdb::WriteOptions wo;
@@ -364,9 +407,6 @@ private:
         r.done(e.code());
         continue;
       }
-      std::string h;
-      detail::put_u64(h, r.events.back().seq);
-      batch.Put(meta_cf(), highest_key(prefix), h);
       highest_before.try_emplace(r.pid, highest);
       highest_[r.pid] = r.events.back().seq;
       events += r.events.size();
@@ -389,15 +429,32 @@ private:
   sequence_nr cached_highest(const std::string& pid, const std::string& prefix) {
     auto it = highest_.find(pid);
     if (it != highest_.end()) return it->second;
-    std::string v;
-    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), highest_key(prefix), &v);
-    sequence_nr h = 0;
-    if (st.ok() && v.size() == 8)
-      h = detail::get_be(v, 0, 8);
-    else if (!st.IsNotFound())
-      throw error(errc::storage_failure, "cannot read highest sequence number of " + pid);
+    auto h = read_highest(prefix);
     highest_.emplace(pid, h);
     return h;
+  }
+
+  sequence_nr read_highest(const std::string& prefix) {
+    return std::max(last_seq(prefix, max_sequence_nr), read_watermark(prefix));
+  }
+
+  /// The number of the last event of the ID with `seq <= at_most` (0 if none).
+  sequence_nr last_seq(const std::string& prefix, sequence_nr at_most) {
+    rocksdb::ReadOptions ro;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, journal_cf()));
+    it->SeekForPrev(detail::seq_key(prefix, at_most));
+    if (it->Valid() && detail::has_prefix(it->key().ToStringView(), prefix)) return detail::seq_of_key(it->key().ToStringView());
+    if (!it->status().ok()) throw error(errc::storage_failure, "cannot read the journal: " + it->status().ToString());
+    return 0;
+  }
+
+  /// The highest number a deletion removed (0 if none).
+  sequence_nr read_watermark(const std::string& prefix) {
+    std::string v;
+    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), highest_key(prefix), &v);
+    if (st.IsNotFound()) return 0;
+    if (!st.ok() || v.size() != 8) throw error(errc::storage_failure, "cannot read highest sequence number: " + st.ToString());
+    return detail::get_be(v, 0, 8);
   }
 
   rocksdb_options options_;
