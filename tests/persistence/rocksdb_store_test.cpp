@@ -107,6 +107,12 @@ TEST_CASE("record checksums are CRC-32C, with or without the CPU instruction") {
     table.process_bytes(data.data(), data.size());
     INFO("length " << n);
     CHECK(tp::detail::crc32c(data) == table.checksum());
+    for (bool hardware : {false, tp::detail::cpu_has_crc32c()}) { // in pieces, both ways
+      tp::detail::crc32c_state pieces(hardware);
+      pieces.update(std::string_view(data).substr(0, n / 3));
+      pieces.update(std::string_view(data).substr(n / 3));
+      CHECK(pieces.value() == table.checksum());
+    }
   }
 }
 

@@ -367,71 +367,90 @@ private:
     }
   }
 
+  /// What the writer knows of one persistence ID.
+  struct id_entry {
+    std::string prefix; // detail::id_prefix
+    sequence_nr highest = 0;
+  };
+
   /// One write for every valid request of the group.
   void commit_group(std::vector<request>& group) {
     // In key order: consecutive memtable inserts then land next to each
-    // other (the skiplist search is most of a write's CPU time otherwise).
-    // Requests of one ID keep their relative order (stable sort).
-    if (group.size() > 1)
-      std::stable_sort(group.begin(), group.end(), [](const request& a, const request& b) {
-        return a.pid.size() != b.pid.size() ? a.pid.size() < b.pid.size() : a.pid < b.pid;
+    // other. Requests of one ID keep their relative order (stable sort).
+    order_.clear();
+    for (auto& r : group) order_.push_back(&r);
+    if (order_.size() > 1)
+      std::stable_sort(order_.begin(), order_.end(), [](const request* a, const request* b) {
+        return a->pid.size() != b->pid.size() ? a->pid.size() < b->pid.size() : a->pid < b->pid;
       });
-    rocksdb::WriteBatch batch;
-    std::vector<request*> accepted;
-    std::unordered_map<std::string, sequence_nr> highest_before; // to roll the cache back
+    batch_.Clear();
+    accepted_.clear();
     std::uint64_t events = 0;
-    for (auto& r : group) {
-      std::string prefix;
-      sequence_nr highest;
+    for (auto* r : order_) {
+      id_entry* id;
       try {
-        prefix = detail::id_prefix(r.pid);
-        highest = cached_highest(r.pid, prefix);
+        id = &entry(r->pid);
       } catch (const error& e) {
-        r.done(e.code());
+        r->done(e.code());
         continue;
       }
-      bool contiguous = true;
-      for (std::size_t i = 0; i < r.events.size(); ++i)
-        if (r.events[i].seq != highest + 1 + i) contiguous = false;
-      if (!contiguous) {
-        r.done(errc::sequence_mismatch);
+      bool valid = true;
+      for (std::size_t i = 0; i < r->events.size(); ++i)
+        if (r->events[i].seq != id->highest + 1 + i) valid = false;
+      if (!valid) {
+        r->done(errc::sequence_mismatch);
         continue;
       }
-      if (r.events.empty()) {
-        r.done({});
+      for (auto& e : r->events)
+        if (e.manifest.size() > 0xFFFF) valid = false;
+      if (!valid) {
+        r->done(errc::invalid_argument);
         continue;
       }
-      try {
-        for (auto& e : r.events) batch.Put(journal_cf(), detail::seq_key(prefix, e.seq), detail::encode_event(e));
-      } catch (const error& e) {
-        r.done(e.code());
+      if (r->events.empty()) {
+        r->done({});
         continue;
       }
-      highest_before.try_emplace(r.pid, highest);
-      highest_[r.pid] = r.events.back().seq;
-      events += r.events.size();
-      accepted.push_back(&r);
+      for (auto& e : r->events) put_event(id->prefix, e);
+      accepted_.push_back({r, id, id->highest});
+      id->highest = r->events.back().seq;
+      events += r->events.size();
     }
-    if (accepted.empty()) return;
+    if (accepted_.empty()) return;
     auto wo = write_options();
-    auto st = db_->Write(wo, &batch);
+    auto st = db_->Write(wo, &batch_);
     std::error_code ec;
     if (st.ok()) {
       batches_.fetch_add(1, std::memory_order_relaxed);
       events_.fetch_add(events, std::memory_order_relaxed);
     } else {
       ec = errc::storage_failure;
-      for (auto& [pid, h] : highest_before) highest_[pid] = h; // nothing was written
+      // Nothing was written: roll the highest numbers back (in reverse, so
+      // an ID with several requests gets the first one's).
+      for (auto a = accepted_.rbegin(); a != accepted_.rend(); ++a) a->id->highest = a->highest_before;
     }
-    for (auto* r : accepted) r->done(ec);
+    for (auto& a : accepted_) a.r->done(ec);
   }
 
-  sequence_nr cached_highest(const std::string& pid, const std::string& prefix) {
-    auto it = highest_.find(pid);
-    if (it != highest_.end()) return it->second;
-    auto h = read_highest(prefix);
-    highest_.emplace(pid, h);
-    return h;
+  /// Adds one event to the batch, without building its key or value in a
+  /// string of its own: RocksDB concatenates the parts.
+  void put_event(const std::string& prefix, const event_record& e) {
+    char seq[8];
+    for (int i = 0; i < 8; ++i) seq[i] = static_cast<char>(e.seq >> (56 - 8 * i));
+    char header[10];
+    detail::event_header(e, header);
+    const rocksdb::Slice key[2] = {prefix, {seq, 8}};
+    const rocksdb::Slice value[3] = {{header, 10}, e.manifest, e.payload};
+    batch_.Put(journal_cf(), rocksdb::SliceParts(key, 2), rocksdb::SliceParts(value, 3));
+  }
+
+  id_entry& entry(const std::string& pid) {
+    auto it = ids_.find(pid);
+    if (it != ids_.end()) return it->second;
+    id_entry e;
+    e.prefix = detail::id_prefix(pid);
+    e.highest = read_highest(e.prefix);
+    return ids_.emplace(pid, std::move(e)).first->second;
   }
 
   sequence_nr read_highest(const std::string& prefix) {
@@ -467,8 +486,16 @@ private:
   bool stopping_ = false;
   std::thread writer_;
 
-  // Writer thread only.
-  std::unordered_map<std::string, sequence_nr> highest_;
+  // Writer thread only (kept across groups to reuse their memory).
+  struct accepted_request {
+    request* r;
+    id_entry* id;
+    sequence_nr highest_before;
+  };
+  std::unordered_map<std::string, id_entry> ids_;
+  std::vector<request*> order_;
+  std::vector<accepted_request> accepted_;
+  rocksdb::WriteBatch batch_;
 
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> events_{0};

@@ -34,32 +34,61 @@ inline std::uint64_t get_be(std::string_view in, std::size_t at, std::size_t byt
 using crc32c_type = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TROUPE_CRC32C_SSE42 1
 /// The same CRC with the SSE 4.2 instruction, 8 bytes at a time: recovery
 /// checks every record, and the table-driven version was 40% of its time.
-__attribute__((target("sse4.2"))) inline std::uint32_t crc32c_sse42(std::string_view data) noexcept {
-  std::uint64_t crc = 0xFFFFFFFF;
+/// `crc` is the running, not yet inverted, value.
+__attribute__((target("sse4.2"))) inline std::uint32_t crc32c_sse42(std::uint32_t crc, std::string_view data) noexcept {
+  std::uint64_t c = crc;
   const char* p = data.data();
   std::size_t n = data.size();
   for (; n >= 8; p += 8, n -= 8) {
     std::uint64_t word;
     std::memcpy(&word, p, 8);
-    crc = __builtin_ia32_crc32di(crc, word);
+    c = __builtin_ia32_crc32di(c, word);
   }
-  auto c = static_cast<std::uint32_t>(crc);
-  for (; n > 0; ++p, --n) c = __builtin_ia32_crc32qi(c, static_cast<unsigned char>(*p));
-  return c ^ 0xFFFFFFFF;
+  auto c32 = static_cast<std::uint32_t>(c);
+  for (; n > 0; ++p, --n) c32 = __builtin_ia32_crc32qi(c32, static_cast<unsigned char>(*p));
+  return c32;
 }
 #endif
 
+inline bool cpu_has_crc32c() noexcept {
+#ifdef TROUPE_CRC32C_SSE42
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+/// CRC-32C of several pieces in a row.
+class crc32c_state {
+public:
+  explicit crc32c_state(bool hardware = cpu_has_crc32c()) noexcept : hardware_(hardware) {}
+
+  void update(std::string_view data) noexcept {
+#ifdef TROUPE_CRC32C_SSE42
+    if (hardware_) {
+      running_ = crc32c_sse42(running_, data);
+      return;
+    }
+#endif
+    table_.process_bytes(data.data(), data.size());
+  }
+  std::uint32_t value() const noexcept { return hardware_ ? running_ ^ 0xFFFFFFFF : table_.checksum(); }
+
+private:
+  bool hardware_;
+  std::uint32_t running_ = 0xFFFFFFFF;
+  crc32c_type table_;
+};
+
 /// The checksum of records: CRC-32C of `data`.
 inline std::uint32_t crc32c(std::string_view data) noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool hardware = __builtin_cpu_supports("sse4.2");
-  if (hardware) return crc32c_sse42(data);
-#endif
-  crc32c_type crc;
-  crc.process_bytes(data.data(), data.size());
-  return crc.checksum();
+  crc32c_state s;
+  s.update(data);
+  return s.value();
 }
 
 inline constexpr std::size_t max_persistence_id = 0xFFFF;
@@ -91,18 +120,27 @@ inline bool has_prefix(std::string_view key, std::string_view prefix) {
 
 /// Event value: crc32c of the rest | u32 version | u16 manifest length |
 /// manifest | payload.
+/// The first 10 bytes of an event value (crc, version, manifest length);
+/// the manifest and the payload follow. The manifest must fit in a u16.
+inline void event_header(const event_record& e, char (&out)[10]) noexcept {
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>(e.version >> (24 - 8 * i));
+  out[8] = static_cast<char>(e.manifest.size() >> 8);
+  out[9] = static_cast<char>(e.manifest.size());
+  crc32c_state crc;
+  crc.update({out + 4, 6});
+  crc.update(e.manifest);
+  crc.update(e.payload);
+  const auto c = crc.value();
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(c >> (24 - 8 * i));
+}
+
 inline std::string encode_event(const event_record& e) {
   if (e.manifest.size() > 0xFFFF) throw error(errc::invalid_argument, "manifest longer than 65535 bytes");
-  std::string body;
-  body.reserve(6 + e.manifest.size() + e.payload.size());
-  put_u32(body, e.version);
-  put_u16(body, static_cast<std::uint16_t>(e.manifest.size()));
-  body.append(e.manifest);
-  body.append(e.payload);
+  char header[10];
+  event_header(e, header);
   std::string out;
-  out.reserve(4 + body.size());
-  put_u32(out, crc32c(body));
-  out.append(body);
+  out.reserve(10 + e.manifest.size() + e.payload.size());
+  out.append(header, 10).append(e.manifest).append(e.payload);
   return out;
 }
 
