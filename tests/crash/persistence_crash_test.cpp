@@ -1,8 +1,10 @@
 // kill -9 crash test of the journal: a child (persist_child) persists events
 // in sync mode and reports each acknowledged sequence number through a pipe;
-// it is killed at a random moment; the store is reopened and checked:
+// it is killed at a random moment; the store is reopened and checked
+// (half of the actors snapshot and delete the events their snapshots cover):
 //   - every acknowledged event is present,
-//   - each persistence ID's events are contiguous from 1,
+//   - each persistence ID's events are contiguous from 1 (or from just after
+//     the snapshot whose state covers the deleted ones),
 //   - the highest sequence number never decreased.
 // Seeded; prints the seed. Cycles: argv or TROUPE_CRASH_CYCLES (default 50).
 #include <troupe/persistence/rocksdb_store.hpp>
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <poll.h>
 #include <random>
 #include <sstream>
@@ -113,7 +116,25 @@ int main(int argc, char** argv) {
                                       std::to_string(highest), seed);
       check(highest >= highest_seen[id], id + ": highest sequence number decreased from " +
                                              std::to_string(highest_seen[id]) + " to " + std::to_string(highest), seed);
+      // Odd actors delete the events their oldest kept snapshot covers: the
+      // journal then starts right after a snapshot of exactly that state.
       std::uint64_t expected = 1;
+      if (a % 2) {
+        std::uint64_t first = highest + 1;
+        store.replay(id, 1, tp::max_sequence_nr, 1, [&](const tp::event_record& e) { first = e.seq; });
+        if (first > 1) {
+          tp::snapshot_criteria c;
+          c.max_seq = first - 1;
+          std::optional<tp::snapshot_record> s;
+          auto sec = store.load_snapshot(id, c, s);
+          check(!sec && s && s->seq == first - 1,
+                id + ": events up to " + std::to_string(first - 1) + " deleted without a snapshot there", seed);
+          if (s && s->seq == first - 1)
+            check(s->payload == "{\"last\":" + std::to_string(s->seq) + "}",
+                  id + ": snapshot at " + std::to_string(s->seq) + " holds " + s->payload, seed);
+        }
+        expected = first;
+      }
       auto ec = store.replay(id, 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) {
         check(e.seq == expected, id + ": gap at " + std::to_string(expected), seed);
         expected = e.seq + 1;

@@ -430,3 +430,16 @@ TEST_CASE("snapshot plus tail equals full replay, for random histories and polic
     REQUIRE(recovered.seq == full.seq);
   }
 }
+
+TEST_CASE("after a storage failure the instance persists nothing more, even when the handler caught it") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto faulty = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  troupe::actor_system sys;
+  auto a = sys.spawn<ledger>(tp::persistence_id{"l-10"}, faulty);
+  CHECK(test::get(a.ask(try_add{1}, asio::use_future)).empty());
+  faulty->fail_next_writes(1);
+  CHECK(test::get(a.ask(try_add{2}, asio::use_future)).find("storage failure") != std::string::npos);
+  CHECK(test::get(a.ask(try_add{3}, asio::use_future)).find("must restart and recover") != std::string::npos);
+  CHECK(store->highest_sequence_nr("l-10") == 1);
+  CHECK(test::get(a.ask(inspect{}, asio::use_future)).state.total == 1);
+}

@@ -191,9 +191,14 @@ public:
   /// serialization failure (`invalid_argument`): nothing written, state
   /// unchanged, the actor continues if the handler catches it;
   /// `storage_failure` (the handler fails: its supervisor stops or restarts
-  /// the actor, which then recovers from what is durable).
+  /// the actor, which then recovers from what is durable; an instance whose
+  /// write failed refuses every later persist, also when the handler
+  /// caught the error).
   template <event... E>
   task<> persist_all(E... events) {
+    if (failed_)
+      throw error(errc::storage_failure, "persisting to " + id_ +
+                                             " refused: an earlier write failed; the actor must restart and recover");
     std::vector<event_record> records;
     records.reserve(sizeof...(E));
     sequence_nr next = seq_;
@@ -203,6 +208,9 @@ public:
       const auto code = ec == errc::write_rejected    ? errc::write_rejected
                         : ec == errc::sequence_mismatch ? errc::sequence_mismatch
                                                         : errc::storage_failure;
+      // Whether a failed write reached the disk is unknown: this instance
+      // writes nothing more, even if the handler catches the error.
+      if (code == errc::storage_failure) failed_ = true;
       throw error(code, "persisting to " + id_ + " failed: " + ec.message());
     }
     (Derived::apply(state_, events), ...);
@@ -314,10 +322,12 @@ private:
           c.max_seq = oldest_kept - 1;
         }
         if (oldest_kept == 0) return;
+        // Events first: at every moment, the journal starts right after a
+        // snapshot that is still there.
+        if (policy.delete_events && j->delete_up_to(pid, oldest_kept)) return;
         snapshot_criteria older;
         older.max_seq = oldest_kept - 1;
-        if (j->delete_snapshots(pid, older)) return;
-        if (policy.delete_events) j->delete_up_to(pid, oldest_kept);
+        j->delete_snapshots(pid, older);
       });
     }
   }
@@ -437,6 +447,7 @@ private:
   State state_{};
   sequence_nr seq_ = 0;
   sequence_nr recovered_snapshot_ = 0;
+  bool failed_ = false;
 };
 
 } // namespace troupe::persistence
