@@ -146,7 +146,7 @@ public:
     {
       std::lock_guard g(mutex_);
       if (!stopping_) {
-        queue_.push_back({std::move(pid), std::move(events), std::move(done)});
+        queue_.push_back({std::move(pid), std::move(events), {}, std::move(done)});
         wake_.notify_one();
         return;
       }
@@ -200,35 +200,38 @@ public:
   /// Deletes the events with `seq <= to` (a range delete; the highest
   /// sequence number stays).
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
-    const auto prefix = detail::id_prefix(pid);
-    // The watermark first: the highest number the deletion removes, so that
-    // the highest survives even when no event is left.
-    sequence_nr removed = 0, watermark = 0;
-    try {
-      removed = last_seq(prefix, to);
-      watermark = read_watermark(prefix);
-    } catch (const error& e) {
-      return e.code();
-    }
-    rocksdb::WriteBatch b;
-    if (removed > watermark) {
-      std::string h;
-      detail::put_u64(h, removed);
-      b.Put(meta_cf(), highest_key(prefix), h);
-    }
-    b.DeleteRange(journal_cf(), detail::seq_key(prefix, 0),
-                  detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1));
-    if (to == max_sequence_nr) b.Delete(journal_cf(), detail::seq_key(prefix, to));
-    return commit(b);
+    auto prefix = detail::id_prefix(pid);
+    return through_writer(std::string(pid), [this, prefix, to](rocksdb::WriteBatch& b) -> std::error_code {
+      // The watermark with the deletion: the highest number it removes, so
+      // that the highest survives even when no event is left.
+      sequence_nr removed = 0, watermark = 0;
+      try {
+        removed = last_seq(prefix, to);
+        watermark = read_watermark(prefix);
+      } catch (const error& e) {
+        return e.code();
+      }
+      if (removed > watermark) {
+        std::string h;
+        detail::put_u64(h, removed);
+        b.Put(meta_cf(), highest_key(prefix), h);
+      }
+      b.DeleteRange(journal_cf(), detail::seq_key(prefix, 0),
+                    detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1));
+      if (to == max_sequence_nr) b.Delete(journal_cf(), detail::seq_key(prefix, to));
+      return {};
+    });
   }
 
   // -- snapshots --------------------------------------------------------------
 
   /// Saves a snapshot; one at the same sequence number is overwritten.
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
-    rocksdb::WriteBatch b;
-    b.Put(snapshots_cf(), detail::seq_key(detail::id_prefix(pid), s.seq), detail::encode_snapshot(s));
-    return commit(b);
+    auto key = detail::seq_key(detail::id_prefix(pid), s.seq);
+    return through_writer(std::string(pid), [this, key, value = detail::encode_snapshot(s)](rocksdb::WriteBatch& b) {
+      b.Put(snapshots_cf(), key, value);
+      return std::error_code{};
+    });
   }
 
   /// The latest snapshot matching `c`, if any. A snapshot that cannot be
@@ -258,25 +261,31 @@ public:
   }
 
   std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
-    rocksdb::WriteBatch b;
-    b.Delete(snapshots_cf(), detail::seq_key(detail::id_prefix(pid), seq));
-    return commit(b);
+    auto key = detail::seq_key(detail::id_prefix(pid), seq);
+    return through_writer(std::string(pid), [this, key](rocksdb::WriteBatch& b) {
+      b.Delete(snapshots_cf(), key);
+      return std::error_code{};
+    });
   }
 
   std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
     const auto prefix = detail::id_prefix(pid);
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
-    rocksdb::WriteBatch b;
+    std::vector<std::string> doomed;
     snapshot_record s;
     for (it->Seek(detail::seq_key(prefix, c.min_seq)); it->Valid(); it->Next()) {
       auto key = it->key().ToStringView();
       if (!detail::has_prefix(key, prefix)) break;
       auto seq = detail::seq_of_key(key);
       if (seq > c.max_seq) break;
-      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s) || c.matches(s)) b.Delete(snapshots_cf(), key);
+      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s) || c.matches(s)) doomed.emplace_back(key);
     }
     if (!it->status().ok()) return errc::storage_failure;
-    return commit(b);
+    if (doomed.empty()) return {};
+    return through_writer(std::string(pid), [this, doomed = std::move(doomed)](rocksdb::WriteBatch& b) {
+      for (auto& key : doomed) b.Delete(snapshots_cf(), key);
+      return std::error_code{};
+    });
   }
 
   // -- statistics -------------------------------------------------------------
@@ -290,8 +299,27 @@ private:
   struct request {
     std::string pid;
     std::vector<event_record> events;
+    /// Other operations, added to the group's batch on the writer thread
+    /// (all of them, or none with an error).
+    troupe::detail::unique_function<std::error_code(rocksdb::WriteBatch&)> extra;
     troupe::detail::unique_function<void(std::error_code)> done;
   };
+
+  /// Every write goes through the writer thread (one RocksDB writer: its
+  /// group commit, and no write ever on an actor's thread). Blocks until
+  /// `extra`'s operations are durable.
+  template <class F>
+  std::error_code through_writer(std::string pid, F extra) {
+    std::promise<std::error_code> p;
+    auto f = p.get_future();
+    {
+      std::lock_guard g(mutex_);
+      if (stopping_) return errc::storage_failure;
+      queue_.push_back({std::move(pid), {}, std::move(extra), [&p](std::error_code ec) { p.set_value(ec); }});
+      wake_.notify_one();
+    }
+    return f.get();
+  }
 
   static std::string highest_key(const std::string& prefix) { return "h" + prefix; }
 
@@ -326,11 +354,6 @@ private:
     wo.sync = options_.durability == durability::sync;
     wo.disableWAL = options_.durability == durability::none;
     return wo;
-  }
-
-  std::error_code commit(rocksdb::WriteBatch& b) {
-    auto wo = write_options();
-    return db_->Write(wo, &b).ok() ? std::error_code{} : std::error_code(errc::storage_failure);
   }
 
   void check_format(const std::string& path) {
@@ -387,33 +410,41 @@ private:
     accepted_.clear();
     std::uint64_t events = 0;
     for (auto* r : order_) {
-      id_entry* id;
-      try {
-        id = &entry(r->pid);
-      } catch (const error& e) {
-        r->done(e.code());
-        continue;
+      id_entry* id = nullptr;
+      if (!r->events.empty() || !r->extra) {
+        try {
+          id = &entry(r->pid);
+        } catch (const error& e) {
+          r->done(e.code());
+          continue;
+        }
+        bool valid = true;
+        for (std::size_t i = 0; i < r->events.size(); ++i)
+          if (r->events[i].seq != id->highest + 1 + i) valid = false;
+        if (!valid) {
+          r->done(errc::sequence_mismatch);
+          continue;
+        }
+        for (auto& e : r->events)
+          if (e.manifest.size() > 0xFFFF) valid = false;
+        if (!valid) {
+          r->done(errc::invalid_argument);
+          continue;
+        }
       }
-      bool valid = true;
-      for (std::size_t i = 0; i < r->events.size(); ++i)
-        if (r->events[i].seq != id->highest + 1 + i) valid = false;
-      if (!valid) {
-        r->done(errc::sequence_mismatch);
-        continue;
-      }
-      for (auto& e : r->events)
-        if (e.manifest.size() > 0xFFFF) valid = false;
-      if (!valid) {
-        r->done(errc::invalid_argument);
-        continue;
-      }
-      if (r->events.empty()) {
+      // Validated: from here on, the request's operations all go in.
+      if (r->extra) {
+        if (auto ec = r->extra(batch_)) {
+          r->done(ec);
+          continue;
+        }
+      } else if (r->events.empty()) {
         r->done({});
         continue;
       }
       for (auto& e : r->events) put_event(id->prefix, e);
-      accepted_.push_back({r, id, id->highest});
-      id->highest = r->events.back().seq;
+      accepted_.push_back({r, id, id ? id->highest : 0});
+      if (!r->events.empty()) id->highest = r->events.back().seq;
       events += r->events.size();
     }
     if (accepted_.empty()) return;
@@ -427,7 +458,8 @@ private:
       ec = errc::storage_failure;
       // Nothing was written: roll the highest numbers back (in reverse, so
       // an ID with several requests gets the first one's).
-      for (auto a = accepted_.rbegin(); a != accepted_.rend(); ++a) a->id->highest = a->highest_before;
+      for (auto a = accepted_.rbegin(); a != accepted_.rend(); ++a)
+        if (a->id) a->id->highest = a->highest_before;
     }
     for (auto& a : accepted_) a.r->done(ec);
   }
