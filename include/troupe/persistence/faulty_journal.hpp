@@ -28,8 +28,6 @@ class faulty_journal final : public journal {
 public:
   explicit faulty_journal(std::shared_ptr<journal> inner) : inner_(std::move(inner)) {}
 
-  ~faulty_journal() override { timers_.join(); }
-
   /// The next `n` writes fail with `storage_failure` without writing
   /// anything (as a failing disk would).
   void fail_next_writes(int n) noexcept { failing_writes_.store(n); }
@@ -52,9 +50,12 @@ public:
     if (delay.count() == 0) return inner_->write(std::move(pid), std::move(events), std::move(done));
     inner_->write(std::move(pid), std::move(events),
                   [this, delay, done = std::move(done)](std::error_code ec) mutable {
-                    auto t = std::make_unique<asio::steady_timer>(timers_, delay);
-                    auto& timer = *t;
-                    timer.async_wait([t = std::move(t), ec, done = std::move(done)](std::error_code) mutable { done(ec); });
+                    timers_.post([this, delay, ec, done = std::move(done)]() mutable {
+                      auto t = std::make_unique<asio::steady_timer>(timers_.pool(), delay);
+                      auto& timer = *t;
+                      timer.async_wait(
+                          [t = std::move(t), ec, done = std::move(done)](std::error_code) mutable { done(ec); });
+                    });
                   });
   }
 
@@ -99,7 +100,7 @@ private:
   std::atomic<int> failing_replays_{0};
   std::atomic<int> failing_loads_{0};
   std::atomic<std::int64_t> delay_ms_{0};
-  asio::thread_pool timers_{1};
+  detail::blocking_thread timers_{"troupe-faulty"};
 };
 
 } // namespace troupe::persistence

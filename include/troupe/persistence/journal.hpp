@@ -14,11 +14,13 @@
 #include <asio/post.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace troupe::persistence {
@@ -65,6 +67,41 @@ public:
   virtual std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) = 0;
 };
 
+namespace detail {
+
+/// One thread for blocking work, named for `top` and `perf`. Destruction
+/// waits for the queued work and for every `post` still returning (a post
+/// signals the pool's condition variable after the work may already have
+/// run and released the last owner).
+class blocking_thread {
+public:
+  explicit blocking_thread(const char* name) {
+    post([name] { pthread_setname_np(pthread_self(), name); });
+  }
+  blocking_thread(const blocking_thread&) = delete;
+  blocking_thread& operator=(const blocking_thread&) = delete;
+
+  ~blocking_thread() {
+    pool_.join();
+    while (posting_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  }
+
+  template <class F>
+  void post(F&& f) {
+    posting_.fetch_add(1, std::memory_order_relaxed);
+    asio::post(pool_, std::forward<F>(f));
+    posting_.fetch_sub(1, std::memory_order_release);
+  }
+
+  asio::thread_pool& pool() noexcept { return pool_; }
+
+private:
+  asio::thread_pool pool_{1};
+  std::atomic<int> posting_{0};
+};
+
+} // namespace detail
+
 /// Adapts a store with the `memory_store` / `rocksdb_store` interface, and
 /// owns one thread for the blocking calls of recoveries and snapshots.
 ///
@@ -76,11 +113,9 @@ template <class Store>
 class journal_of final : public journal {
 public:
   /// Shares ownership of the store.
-  explicit journal_of(std::shared_ptr<Store> s) : owner_(std::move(s)), store_(*owner_) { name_thread(); }
+  explicit journal_of(std::shared_ptr<Store> s) : owner_(std::move(s)), store_(*owner_) {}
   /// Borrows the store, which must outlive the adapter.
-  explicit journal_of(Store& s) : store_(s) { name_thread(); }
-
-  ~journal_of() override { blocking_.join(); }
+  explicit journal_of(Store& s) : store_(s) {}
 
   void write(std::string pid, std::vector<event_record> events,
              troupe::detail::unique_function<void(std::error_code)> done) override {
@@ -91,7 +126,7 @@ public:
     }
   }
 
-  void run_blocking(troupe::detail::unique_function<void()> f) override { asio::post(blocking_, std::move(f)); }
+  void run_blocking(troupe::detail::unique_function<void()> f) override { blocking_.post(std::move(f)); }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                          const std::function<void(const event_record&)>& f) override {
@@ -118,13 +153,9 @@ public:
   Store& store() noexcept { return store_; }
 
 private:
-  void name_thread() {
-    asio::post(blocking_, [] { pthread_setname_np(pthread_self(), "troupe-journal"); });
-  }
-
   std::shared_ptr<Store> owner_;
   Store& store_;
-  asio::thread_pool blocking_{1};
+  detail::blocking_thread blocking_{"troupe-journal"};
 };
 
 } // namespace troupe::persistence
