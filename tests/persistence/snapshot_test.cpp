@@ -443,3 +443,62 @@ TEST_CASE("after a storage failure the instance persists nothing more, even when
   CHECK(store->highest_sequence_nr("l-10") == 1);
   CHECK(test::get(a.ask(inspect{}, asio::use_future)).state.total == 1);
 }
+
+// Long journals are recovered in two stages (one thread reads, the other
+// decodes and applies, in chunks): the order, the failures and their
+// sequence numbers must be those of a plain replay.
+TEST_CASE("long recoveries apply every event in order, and fail at the exact record") {
+  const auto seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  auto store = std::make_shared<tp::memory_store>();
+  auto j = std::make_shared<tp::journal_of<tp::memory_store>>(store);
+  REQUIRE(j->applier() != nullptr);
+  ledger_state expected;
+  std::vector<tp::event_record> history;
+  const int n = 20'000;
+  for (int i = 1; i <= n; ++i) {
+    switch (rng() % 3) {
+    case 0: {
+      added e{static_cast<long>(rng() % 100)};
+      ledger::apply(expected, e);
+      history.push_back({tp::sequence_nr(i), std::string(added::manifest), 1, json::serialize(json::value_from(e))});
+      break;
+    }
+    case 1: {
+      scaled e{static_cast<long>(rng() % 5)};
+      ledger::apply(expected, e);
+      history.push_back({tp::sequence_nr(i), std::string(scaled::manifest), 1, json::serialize(json::value_from(e))});
+      break;
+    }
+    default: {
+      noted e{std::string(1 + rng() % 3000, 'n'), 1, "v3"}; // some records large, to fill chunks by size
+      ledger::apply(expected, e);
+      history.push_back({tp::sequence_nr(i), std::string(noted::manifest), 3, json::serialize(json::value_from(e))});
+    }
+    }
+  }
+  REQUIRE(!store->write("long", history));
+  auto r = inspect_once(j, "long");
+  CHECK(r.seq == static_cast<tp::sequence_nr>(n));
+  CHECK(r.state == expected);
+
+  // An unknown record deep in the journal: the applier fails, the reader stops.
+  auto bad = history;
+  bad[12'345].manifest = "ledger.unheard-of";
+  REQUIRE(!store->write("long-bad", bad));
+  auto what = failure_of_recovery(j, "long-bad");
+  CHECK(what.find("sequence number 12346") != std::string::npos);
+  CHECK(what.find("ledger.unheard-of") != std::string::npos);
+
+  // A hole deep in the journal: the reader fails while the applier works.
+  test::temp_dir dir;
+  auto rocks = std::make_shared<tp::rocksdb_store>(dir.str());
+  REQUIRE(!rocks->write("long-gap", history));
+  for (tp::sequence_nr s = 15'001; s <= 15'010; ++s)
+    REQUIRE(rocks->db()
+                .Delete(rocksdb::WriteOptions{}, rocks->journal_cf(), tp::detail::seq_key(tp::detail::id_prefix("long-gap"), s))
+                .ok());
+  what = failure_of_recovery(std::make_shared<tp::journal_of<tp::rocksdb_store>>(rocks), "long-gap");
+  CHECK(what.find("events 15001 to 15010 are missing") != std::string::npos);
+}

@@ -60,6 +60,7 @@ public:
   }
 
   void run_blocking(troupe::detail::unique_function<void()> f) override { inner_->run_blocking(std::move(f)); }
+  detail::blocking_thread* applier() noexcept override { return inner_->applier(); }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                          const std::function<void(const event_record&)>& f) override {

@@ -25,48 +25,6 @@
 
 namespace troupe::persistence {
 
-/// A journal and snapshot store as persistent actors see it. Thread-safe.
-///
-/// Every call but `write` and `run_blocking` may block on storage: a
-/// persistent actor makes them inside `run_blocking`, never on an actor
-/// thread.
-class journal {
-public:
-  virtual ~journal() = default;
-
-  /// Appends `events` atomically; `done` runs once they are durable (or the
-  /// write failed), on any thread, possibly before `write` returns.
-  virtual void write(std::string pid, std::vector<event_record> events,
-                     troupe::detail::unique_function<void(std::error_code)> done) = 0;
-
-  /// Runs `f` on a thread where blocking storage calls are allowed (never an
-  /// actor's thread).
-  virtual void run_blocking(troupe::detail::unique_function<void()> f) = 0;
-
-  /// Streams the events with `from <= seq <= to` to `f`, in order, at most
-  /// `max` of them.
-  virtual std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
-                                 const std::function<void(const event_record&)>& f) = 0;
-
-  /// The highest sequence number ever written for `pid` (0 if none).
-  virtual sequence_nr highest_sequence_nr(std::string_view pid) = 0;
-
-  /// Deletes the events with `seq <= to`; the highest sequence number stays.
-  virtual std::error_code delete_up_to(std::string_view pid, sequence_nr to) = 0;
-
-  /// Saves a snapshot; one at the same sequence number is overwritten.
-  virtual std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) = 0;
-
-  /// The latest snapshot matching `c` in `out` (empty if none). A snapshot
-  /// that cannot be decoded gives `errc::corrupt_record` with only `out->seq`
-  /// set, so that the caller can look for an older one.
-  virtual std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c,
-                                        std::optional<snapshot_record>& out) = 0;
-
-  /// Deletes the snapshots matching `c`.
-  virtual std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) = 0;
-};
-
 namespace detail {
 
 /// One thread for blocking work, named for `top` and `perf`. Destruction
@@ -102,6 +60,53 @@ private:
 
 } // namespace detail
 
+/// A journal and snapshot store as persistent actors see it. Thread-safe.
+///
+/// Every call but `write` and `run_blocking` may block on storage: a
+/// persistent actor makes them inside `run_blocking`, never on an actor
+/// thread.
+class journal {
+public:
+  virtual ~journal() = default;
+
+  /// Appends `events` atomically; `done` runs once they are durable (or the
+  /// write failed), on any thread, possibly before `write` returns.
+  virtual void write(std::string pid, std::vector<event_record> events,
+                     troupe::detail::unique_function<void(std::error_code)> done) = 0;
+
+  /// Runs `f` on a thread where blocking storage calls are allowed (never an
+  /// actor's thread).
+  virtual void run_blocking(troupe::detail::unique_function<void()> f) = 0;
+
+  /// A second thread, where a recovery decodes and applies events while
+  /// `run_blocking`'s thread reads the next ones; null: both on one thread.
+  virtual detail::blocking_thread* applier() noexcept { return nullptr; }
+
+  /// Streams the events with `from <= seq <= to` to `f`, in order, at most
+  /// `max` of them.
+  virtual std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
+                                 const std::function<void(const event_record&)>& f) = 0;
+
+  /// The highest sequence number ever written for `pid` (0 if none).
+  virtual sequence_nr highest_sequence_nr(std::string_view pid) = 0;
+
+  /// Deletes the events with `seq <= to`; the highest sequence number stays.
+  virtual std::error_code delete_up_to(std::string_view pid, sequence_nr to) = 0;
+
+  /// Saves a snapshot; one at the same sequence number is overwritten.
+  virtual std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) = 0;
+
+  /// The latest snapshot matching `c` in `out` (empty if none). A snapshot
+  /// that cannot be decoded gives `errc::corrupt_record` with only `out->seq`
+  /// set, so that the caller can look for an older one.
+  virtual std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c,
+                                        std::optional<snapshot_record>& out) = 0;
+
+  /// Deletes the snapshots matching `c`.
+  virtual std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) = 0;
+};
+
+
 /// Adapts a store with the `memory_store` / `rocksdb_store` interface, and
 /// owns one thread for the blocking calls of recoveries and snapshots.
 ///
@@ -127,6 +132,8 @@ public:
   }
 
   void run_blocking(troupe::detail::unique_function<void()> f) override { blocking_.post(std::move(f)); }
+
+  detail::blocking_thread* applier() noexcept override { return &applier_; }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                          const std::function<void(const event_record&)>& f) override {
@@ -155,6 +162,8 @@ public:
 private:
   std::shared_ptr<Store> owner_;
   Store& store_;
+  // The reading thread waits for the applier: it goes first.
+  detail::blocking_thread applier_{"troupe-replay"};
   detail::blocking_thread blocking_{"troupe-journal"};
 };
 

@@ -10,6 +10,7 @@
 #include <troupe/task.hpp>
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/replay_pipeline.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/type_name.hpp>
 
@@ -346,22 +347,30 @@ private:
 
     using list = typename Derived::events;
     json_reader reader;
+    auto apply_record = [&](const event_record& r) {
+      if (!dispatch(list{}, r, reader))
+        throw error(errc::corrupt_record, recovery_error(r.seq, r.manifest,
+                                                         "unknown event manifest '" + r.manifest + "' version " +
+                                                             std::to_string(r.version)));
+      seq_ = r.seq;
+    };
+    // This thread reads; the journal's applier thread decodes and applies.
+    detail::replay_pipeline<decltype(apply_record)> pipeline(journal_->applier(), apply_record);
     sequence_nr expected = seq_ + 1;
     auto ec = journal_->replay(id_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
       if (r.seq != expected)
         throw error(errc::events_missing, recovery_error(r.seq, r.manifest,
                                                          "events " + std::to_string(expected) + " to " +
                                                              std::to_string(r.seq - 1) + " are missing"));
-      if (!dispatch(list{}, r, reader))
-        throw error(errc::corrupt_record, recovery_error(r.seq, r.manifest,
-                                                         "unknown event manifest '" + r.manifest + "' version " +
-                                                             std::to_string(r.version)));
-      seq_ = r.seq;
+      pipeline.push(r);
       ++expected;
     });
-    if (ec)
+    if (ec) {
+      pipeline.abandon();
       throw error(ec == errc::corrupt_record ? errc::corrupt_record : errc::storage_failure,
-                  recovery_error(seq_ + 1, {}, "cannot read the journal: " + ec.message()));
+                  recovery_error(expected, {}, "cannot read the journal: " + ec.message()));
+    }
+    pipeline.finish();
     // Every number up to the highest was written, atomically with the
     // highest itself: anything short of it is a loss, not a gap to skip.
     auto highest = journal_->highest_sequence_nr(id_);
