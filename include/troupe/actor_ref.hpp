@@ -144,7 +144,8 @@ private:
     template <class Handler, class M>
     void operator()(Handler&& h, M&& msg, std::chrono::nanoseconds timeout) const {
       using envelope = detail::ask_envelope<T, std::decay_t<M>, std::decay_t<Handler>>;
-      auto* e = new envelope(std::forward<Handler>(h), std::forward<M>(msg));
+      // A named message is copied: the envelope owns its message.
+      auto* e = new envelope(std::forward<Handler>(h), std::decay_t<M>(std::forward<M>(msg)));
       if (timeout.count() > 0 && !c->closed()) e->arm(c->executor(), timeout);
       c->enqueue_ask(e);
     }

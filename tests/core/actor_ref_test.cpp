@@ -126,6 +126,20 @@ TEST_CASE("ask returns the handler's result through use_future") {
   CHECK(test::get(c.ask(total{}, asio::use_future)) == 42);
 }
 
+TEST_CASE("named messages are copied by tell, ask and send") {
+  troupe::actor_system sys;
+  auto r = sys.spawn<recorder>();
+  const push first{1, 1};
+  push second{1, 2};
+  CHECK(!r.tell(first));
+  test::get(r.send(second, asio::use_future));
+  const log_query query;
+  auto log = test::get(r.ask(query, asio::use_future));
+  REQUIRE(log.size() == 2);
+  CHECK(log[1].seq == 2);
+  CHECK(second.seq == 2); // still there: copied, not moved
+}
+
 TEST_CASE("ask works in a coroutine with the default use_awaitable token") {
   troupe::actor_system sys;
   auto c = sys.spawn<counter>();

@@ -107,6 +107,10 @@ struct note {
 struct try_add {
   long n;
 };
+struct add_marked {
+  long n;
+  std::string mark;
+};
 struct inspect {};
 struct inspection {
   ledger_state state;
@@ -148,6 +152,19 @@ public:
     try {
       added e{c.n};
       co_await persist(e);
+    } catch (const troupe::error& e) {
+      co_return e.what();
+    }
+    co_return "";
+  }
+  /// An event and a table entry in one write (what the delivery layer does
+  /// with its dedup marks); a failure leaves neither.
+  troupe::task<std::string> handle(add_marked c) {
+    try {
+      added e{c.n};
+      std::vector<tp::table_write> marks{tp::table_write::put(tp::table::dedup, c.mark, std::to_string(c.n))};
+      co_await persist_all_with(std::move(marks), e); // named: GCC 12 and temporaries in co_await
+
     } catch (const troupe::error& e) {
       co_return e.what();
     }
@@ -501,4 +518,23 @@ TEST_CASE("long recoveries apply every event in order, and fail at the exact rec
                 .ok());
   what = failure_of_recovery(std::make_shared<tp::journal_of<tp::rocksdb_store>>(rocks), "long-gap");
   CHECK(what.find("events 15001 to 15010 are missing") != std::string::npos);
+}
+
+TEST_CASE("persist_all_with writes the events and the table entries together, or neither") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto faulty = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  troupe::actor_system sys;
+  auto a = sys.spawn<ledger>(tp::persistence_id{"l-11"}, faulty);
+  add_marked first{5, "mark-1"};
+  CHECK(test::get(a.ask(std::move(first), asio::use_future)).empty());
+  std::optional<std::string> v;
+  REQUIRE(!faulty->get(tp::table::dedup, "mark-1", v));
+  CHECK(v == "5");
+  faulty->reject_next_writes(1);
+  add_marked second{7, "mark-2"};
+  CHECK(test::get(a.ask(std::move(second), asio::use_future)).find("write rejected") != std::string::npos);
+  REQUIRE(!faulty->get(tp::table::dedup, "mark-2", v));
+  CHECK(!v);
+  CHECK(store->highest_sequence_nr("l-11") == 1);
+  CHECK(test::get(a.ask(inspect{}, asio::use_future)).state.total == 5);
 }

@@ -10,6 +10,7 @@
 #include <asio/use_future.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -187,4 +188,68 @@ TEMPLATE_TEST_CASE("large snapshots are stored and loaded whole", "", memory_fix
   REQUIRE(!f.store.load_snapshot("p", {}, s));
   REQUIRE(s);
   CHECK(s->payload == big);
+}
+
+namespace {
+template <class Store>
+std::vector<std::pair<std::string, std::string>> scan_all(Store& s, tp::table t, std::string_view prefix) {
+  std::vector<std::pair<std::string, std::string>> out;
+  REQUIRE(!s.scan(t, prefix, [&](std::string_view k, std::string_view v) {
+    out.emplace_back(k, v);
+    return true;
+  }));
+  return out;
+}
+} // namespace
+
+TEMPLATE_TEST_CASE("table changes are written atomically with events, or alone", "", memory_fixture, rocksdb_fixture) {
+  TestType f;
+  using tw = tp::table_write;
+  REQUIRE(!f.store.write("p", events(1, 2), {tw::put(tp::table::deliveries, "p:order-1", "intent")}));
+  std::optional<std::string> v;
+  REQUIRE(!f.store.get(tp::table::deliveries, "p:order-1", v));
+  CHECK(v == "intent");
+  // The same key in another table is another record.
+  REQUIRE(!f.store.get(tp::table::dedup, "p:order-1", v));
+  CHECK(!v);
+
+  // A rejected write (a gap) changes no table either.
+  CHECK(f.store.write("p", events(4, 4), {tw::put(tp::table::dedup, "d-1", "reply")}) == troupe::errc::sequence_mismatch);
+  REQUIRE(!f.store.get(tp::table::dedup, "d-1", v));
+  CHECK(!v);
+  CHECK(replay(f.store, "p") == V{1, 2});
+
+  // Without events (and without a persistence ID): puts, an overwrite and a delete.
+  REQUIRE(!f.store.write("", {}, {tw::put(tp::table::outbox, "o-2", "b"), tw::put(tp::table::outbox, "o-1", "a"),
+                                  tw::put(tp::table::outbox, "o-3", "c"), tw::put(tp::table::outbox, "x-1", "other")}));
+  REQUIRE(!f.store.write("", {}, {tw::put(tp::table::outbox, "o-2", "b2"), tw::erase(tp::table::outbox, "o-3"),
+                                  tw::erase(tp::table::outbox, "never-there")}));
+  using KV = std::vector<std::pair<std::string, std::string>>;
+  CHECK(scan_all(f.store, tp::table::outbox, "o-") == KV{{"o-1", "a"}, {"o-2", "b2"}});
+  CHECK(scan_all(f.store, tp::table::outbox, "") == KV{{"o-1", "a"}, {"o-2", "b2"}, {"x-1", "other"}});
+  CHECK(scan_all(f.store, tp::table::deliveries, "q").empty());
+
+  // The scan stops when asked to.
+  int seen = 0;
+  REQUIRE(!f.store.scan(tp::table::outbox, "", [&](std::string_view, std::string_view) { return ++seen < 2; }));
+  CHECK(seen == 2);
+
+  // Binary keys and values survive as they are.
+  std::string key("k\0\xff", 3), value("\0\x01\x02", 3);
+  REQUIRE(!f.store.write("", {}, {tw::put(tp::table::dedup, key, value)}));
+  REQUIRE(!f.store.get(tp::table::dedup, key, v));
+  CHECK(v == value);
+}
+
+TEST_CASE("table changes survive closing and reopening the RocksDB store") {
+  test::temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str());
+    REQUIRE(!s.write("p", events(1, 1), {tp::table_write::put(tp::table::dedup, "d", "r")}));
+  }
+  tp::rocksdb_store s(dir.str());
+  std::optional<std::string> v;
+  REQUIRE(!s.get(tp::table::dedup, "d", v));
+  CHECK(v == "r");
+  CHECK(s.highest_sequence_nr("p") == 1);
 }

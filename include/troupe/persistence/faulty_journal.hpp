@@ -42,13 +42,15 @@ public:
   /// (zero: at once).
   void delay_writes(std::chrono::milliseconds d) noexcept { delay_ms_.store(d.count()); }
 
-  void write(std::string pid, std::vector<event_record> events,
+  using journal::write;
+
+  void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {
     if (take(failing_writes_)) return done(errc::storage_failure);
     if (take(rejected_writes_)) return done(errc::write_rejected);
     const auto delay = std::chrono::milliseconds(delay_ms_.load());
-    if (delay.count() == 0) return inner_->write(std::move(pid), std::move(events), std::move(done));
-    inner_->write(std::move(pid), std::move(events),
+    if (delay.count() == 0) return inner_->write(std::move(pid), std::move(events), std::move(tables), std::move(done));
+    inner_->write(std::move(pid), std::move(events), std::move(tables),
                   [this, delay, done = std::move(done)](std::error_code ec) mutable {
                     timers_.post([this, delay, ec, done = std::move(done)]() mutable {
                       auto t = std::make_unique<asio::steady_timer>(timers_.pool(), delay);
@@ -69,6 +71,15 @@ public:
   }
 
   sequence_nr highest_sequence_nr(std::string_view pid) override { return inner_->highest_sequence_nr(pid); }
+
+  std::error_code get(table t, std::string_view key, std::optional<std::string>& out) override {
+    return inner_->get(t, key, out);
+  }
+
+  std::error_code scan(table t, std::string_view prefix,
+                       const std::function<bool(std::string_view, std::string_view)>& f) override {
+    return inner_->scan(t, prefix, f);
+  }
 
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) override { return inner_->delete_up_to(pid, to); }
 

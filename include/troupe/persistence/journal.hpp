@@ -69,10 +69,24 @@ class journal {
 public:
   virtual ~journal() = default;
 
-  /// Appends `events` atomically; `done` runs once they are durable (or the
-  /// write failed), on any thread, possibly before `write` returns.
-  virtual void write(std::string pid, std::vector<event_record> events,
+  /// Appends `events` and applies `tables`, atomically; `done` runs once
+  /// they are durable (or the write failed), on any thread, possibly before
+  /// `write` returns. With no events, `pid` may be empty.
+  virtual void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
                      troupe::detail::unique_function<void(std::error_code)> done) = 0;
+
+  void write(std::string pid, std::vector<event_record> events,
+             troupe::detail::unique_function<void(std::error_code)> done) {
+    write(std::move(pid), std::move(events), {}, std::move(done));
+  }
+
+  /// The value of `key` in table `t` (empty if none).
+  virtual std::error_code get(table t, std::string_view key, std::optional<std::string>& out) = 0;
+
+  /// Calls `f(key, value)` for the keys of table `t` that start with
+  /// `prefix`, in key order, until it returns false.
+  virtual std::error_code scan(table t, std::string_view prefix,
+                               const std::function<bool(std::string_view, std::string_view)>& f) = 0;
 
   /// Runs `f` on a thread where blocking storage calls are allowed (never an
   /// actor's thread).
@@ -122,13 +136,24 @@ public:
   /// Borrows the store, which must outlive the adapter.
   explicit journal_of(Store& s) : store_(s) {}
 
-  void write(std::string pid, std::vector<event_record> events,
+  using journal::write;
+
+  void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {
-    if constexpr (requires { store_.submit(std::move(pid), std::move(events), std::move(done)); }) {
-      store_.submit(std::move(pid), std::move(events), std::move(done));
+    if constexpr (requires { store_.submit(std::move(pid), std::move(events), std::move(tables), std::move(done)); }) {
+      store_.submit(std::move(pid), std::move(events), std::move(tables), std::move(done));
     } else {
-      done(store_.write(pid, events));
+      done(store_.write(pid, events, tables));
     }
+  }
+
+  std::error_code get(table t, std::string_view key, std::optional<std::string>& out) override {
+    return store_.get(t, key, out);
+  }
+
+  std::error_code scan(table t, std::string_view prefix,
+                       const std::function<bool(std::string_view, std::string_view)>& f) override {
+    return store_.scan(t, prefix, f);
   }
 
   void run_blocking(troupe::detail::unique_function<void()> f) override { blocking_.post(std::move(f)); }

@@ -30,14 +30,55 @@ public:
   /// Appends `events` atomically (all or none). Their sequence numbers must
   /// continue the ID's highest one without a gap: otherwise
   /// `errc::sequence_mismatch` and nothing is written.
-  std::error_code write(std::string_view pid, const std::vector<event_record>& events) {
-    if (pid.empty()) return errc::invalid_argument;
+  std::error_code write(std::string_view pid, const std::vector<event_record>& events) { return write(pid, events, {}); }
+
+  /// Appends `events` and applies `tables`, atomically. With no events, the
+  /// persistence ID may be empty.
+  std::error_code write(std::string_view pid, const std::vector<event_record>& events,
+                        const std::vector<table_write>& tables) {
+    if (pid.empty() && !events.empty()) return errc::invalid_argument;
     std::lock_guard g(mutex_);
-    auto& s = ids_[std::string(pid)];
-    for (std::size_t i = 0; i < events.size(); ++i)
-      if (events[i].seq != s.highest + 1 + i) return errc::sequence_mismatch;
-    for (auto& e : events) s.events[e.seq] = e;
-    if (!events.empty()) s.highest = events.back().seq;
+    id_state* s = nullptr;
+    if (!events.empty()) {
+      s = &ids_[std::string(pid)];
+      for (std::size_t i = 0; i < events.size(); ++i)
+        if (events[i].seq != s->highest + 1 + i) return errc::sequence_mismatch;
+    }
+    for (auto& w : tables) {
+      auto& t = tables_[static_cast<std::size_t>(w.table)];
+      if (w.value)
+        t.insert_or_assign(w.key, *w.value);
+      else if (auto it = t.find(w.key); it != t.end())
+        t.erase(it);
+    }
+    if (s) {
+      for (auto& e : events) s->events[e.seq] = e;
+      s->highest = events.back().seq;
+    }
+    return {};
+  }
+
+  /// The value of `key` in table `t` (empty if none).
+  std::error_code get(table t, std::string_view key, std::optional<std::string>& out) {
+    out.reset();
+    std::lock_guard g(mutex_);
+    auto& m = tables_[static_cast<std::size_t>(t)];
+    if (auto it = m.find(key); it != m.end()) out = it->second;
+    return {};
+  }
+
+  /// Calls `f(key, value)` for the keys of table `t` that start with
+  /// `prefix`, in key order, until it returns false.
+  template <class F>
+  std::error_code scan(table t, std::string_view prefix, F&& f) {
+    std::vector<std::pair<std::string, std::string>> found;
+    {
+      std::lock_guard g(mutex_);
+      auto& m = tables_[static_cast<std::size_t>(t)];
+      for (auto it = m.lower_bound(prefix); it != m.end() && it->first.starts_with(prefix); ++it) found.emplace_back(*it);
+    }
+    for (auto& [k, v] : found)
+      if (!f(std::string_view(k), std::string_view(v))) break;
     return {};
   }
 
@@ -148,6 +189,7 @@ private:
   };
   std::mutex mutex_;
   std::map<std::string, id_state, std::less<>> ids_;
+  std::map<std::string, std::string, std::less<>> tables_[3];
 };
 
 } // namespace troupe::persistence

@@ -197,27 +197,7 @@ public:
   /// caught the error).
   template <event... E>
   task<> persist_all(E... events) {
-    if (failed_)
-      throw error(errc::storage_failure, "persisting to " + id_ +
-                                             " refused: an earlier write failed; the actor must restart and recover");
-    std::vector<event_record> records;
-    records.reserve(sizeof...(E));
-    sequence_nr next = seq_;
-    (records.push_back(encode(++next, events)), ...);
-    auto [ec] = co_await async_write(std::move(records));
-    if (ec) {
-      const auto code = ec == errc::write_rejected    ? errc::write_rejected
-                        : ec == errc::sequence_mismatch ? errc::sequence_mismatch
-                                                        : errc::storage_failure;
-      // Whether a failed write reached the disk is unknown: this instance
-      // writes nothing more, even if the handler catches the error.
-      if (code == errc::storage_failure) failed_ = true;
-      throw error(code, "persisting to " + id_ + " failed: " + ec.message());
-    }
-    (Derived::apply(state_, events), ...);
-    const auto before = seq_;
-    seq_ = next;
-    if (const auto every = options_.snapshots.every; every != 0 && before / every != seq_ / every) save_snapshot();
+    return persist_all_with({}, std::move(events)...);
   }
 
   template <event E>
@@ -246,6 +226,34 @@ public:
   }
 
 protected:
+  /// As `persist_all`, with changes to the delivery and effects tables in
+  /// the same atomic write (for those layers: an intent to deliver, a dedup
+  /// mark, an outbox entry is durable exactly when its event is).
+  template <event... E>
+  task<> persist_all_with(std::vector<table_write> tables, E... events) {
+    if (failed_)
+      throw error(errc::storage_failure, "persisting to " + id_ +
+                                             " refused: an earlier write failed; the actor must restart and recover");
+    std::vector<event_record> records;
+    records.reserve(sizeof...(E));
+    sequence_nr next = seq_;
+    (records.push_back(encode(++next, events)), ...);
+    auto [ec] = co_await async_write(std::move(records), std::move(tables));
+    if (ec) {
+      const auto code = ec == errc::write_rejected    ? errc::write_rejected
+                        : ec == errc::sequence_mismatch ? errc::sequence_mismatch
+                                                        : errc::storage_failure;
+      // Whether a failed write reached the disk is unknown: this instance
+      // writes nothing more, even if the handler catches the error.
+      if (code == errc::storage_failure) failed_ = true;
+      throw error(code, "persisting to " + id_ + " failed: " + ec.message());
+    }
+    (Derived::apply(state_, events), ...);
+    const auto before = seq_;
+    seq_ = next;
+    if (const auto every = options_.snapshots.every; every != 0 && before / every != seq_ / every) save_snapshot();
+  }
+
   /// The actor's context, when it was constructed with one (throws
   /// `invalid_argument` otherwise).
   context<Derived>& actor_context() {
@@ -280,15 +288,15 @@ private:
     return {seq, std::string(E::manifest), version_of<E>(), std::move(payload)};
   }
 
-  auto async_write(std::vector<event_record> records) {
+  auto async_write(std::vector<event_record> records, std::vector<table_write> tables) {
     constexpr auto token = asio::experimental::as_tuple(asio::use_awaitable);
     return asio::async_initiate<decltype(token), void(std::error_code)>(
-        [this](auto handler, std::vector<event_record> records) {
-          journal_->write(id_, std::move(records),
+        [this](auto handler, std::vector<event_record> records, std::vector<table_write> tables) {
+          journal_->write(id_, std::move(records), std::move(tables),
                           [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](
                               std::error_code ec) mutable { h.post(ec); });
         },
-        token, std::move(records));
+        token, std::move(records), std::move(tables));
   }
 
   /// Serializes the state here, saves it on the blocking thread, then

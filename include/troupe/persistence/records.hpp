@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace troupe::persistence {
 
@@ -47,6 +49,24 @@ struct snapshot_criteria {
     return s.seq >= min_seq && s.seq <= max_seq && s.timestamp_ms >= min_timestamp_ms &&
            s.timestamp_ms <= max_timestamp_ms;
   }
+};
+
+/// The key-value tables the delivery and effects layers keep next to the
+/// journal (column families `deliveries`, `dedup` and `outbox`). Their keys
+/// and values belong to those layers; a journal write can carry changes to
+/// them, atomically with its events.
+enum class table : std::uint8_t { deliveries, dedup, outbox };
+
+/// A put (`value` set) or a delete (`value` empty) of one key in a table.
+struct table_write {
+  persistence::table table = table::deliveries;
+  std::string key;
+  std::optional<std::string> value;
+
+  static table_write put(persistence::table t, std::string key, std::string value) {
+    return {t, std::move(key), std::move(value)};
+  }
+  static table_write erase(persistence::table t, std::string key) { return {t, std::move(key), std::nullopt}; }
 };
 
 /// What a successful write survives. See docs/storage.md.

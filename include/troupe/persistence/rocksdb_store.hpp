@@ -143,10 +143,17 @@ public:
   /// must not block.
   void submit(std::string pid, std::vector<event_record> events,
               troupe::detail::unique_function<void(std::error_code)> done) {
+    submit(std::move(pid), std::move(events), {}, std::move(done));
+  }
+
+  /// As `submit`, also applying `tables` in the same atomic write. With no
+  /// events, the persistence ID may be empty.
+  void submit(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
+              troupe::detail::unique_function<void(std::error_code)> done) {
     {
       std::lock_guard g(mutex_);
       if (!stopping_) {
-        queue_.push_back({std::move(pid), std::move(events), {}, std::move(done)});
+        queue_.push_back({std::move(pid), std::move(events), std::move(tables), {}, std::move(done)});
         wake_.notify_one();
         return;
       }
@@ -160,6 +167,43 @@ public:
     auto f = p.get_future();
     submit(std::string(pid), events, [&p](std::error_code ec) { p.set_value(ec); });
     return f.get();
+  }
+
+  /// Blocking form of `submit` with table changes.
+  std::error_code write(std::string_view pid, const std::vector<event_record>& events,
+                        const std::vector<table_write>& tables) {
+    std::promise<std::error_code> p;
+    auto f = p.get_future();
+    submit(std::string(pid), events, tables, [&p](std::error_code ec) { p.set_value(ec); });
+    return f.get();
+  }
+
+  // -- tables -----------------------------------------------------------------
+
+  rocksdb::ColumnFamilyHandle* table_cf(table t) const noexcept { return handles_[4 + static_cast<std::size_t>(t)]; }
+
+  /// The value of `key` in table `t` (empty if none).
+  std::error_code get(table t, std::string_view key, std::optional<std::string>& out) {
+    out.reset();
+    std::string v;
+    auto st = db_->Get(rocksdb::ReadOptions{}, table_cf(t), rocksdb::Slice(key.data(), key.size()), &v);
+    if (st.IsNotFound()) return {};
+    if (!st.ok()) return errc::storage_failure;
+    out = std::move(v);
+    return {};
+  }
+
+  /// Calls `f(key, value)` (string views) for the keys of table `t` that
+  /// start with `prefix`, in key order, until it returns false.
+  template <class F>
+  std::error_code scan(table t, std::string_view prefix, F&& f) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, table_cf(t)));
+    for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
+      auto key = it->key().ToStringView();
+      if (!key.starts_with(prefix)) break;
+      if (!f(key, it->value().ToStringView())) break;
+    }
+    return it->status().ok() ? std::error_code{} : std::error_code(errc::storage_failure);
   }
 
   /// Calls `f(const event_record&)` for the events with `from <= seq <= to`,
@@ -299,6 +343,7 @@ private:
   struct request {
     std::string pid;
     std::vector<event_record> events;
+    std::vector<table_write> tables;
     /// Other operations, added to the group's batch on the writer thread
     /// (all of them, or none with an error).
     troupe::detail::unique_function<std::error_code(rocksdb::WriteBatch&)> extra;
@@ -315,7 +360,7 @@ private:
     {
       std::lock_guard g(mutex_);
       if (stopping_) return errc::storage_failure;
-      queue_.push_back({std::move(pid), {}, std::move(extra), [&p](std::error_code ec) { p.set_value(ec); }});
+      queue_.push_back({std::move(pid), {}, {}, std::move(extra), [&p](std::error_code ec) { p.set_value(ec); }});
       wake_.notify_one();
     }
     return f.get();
@@ -411,7 +456,7 @@ private:
     std::uint64_t events = 0;
     for (auto* r : order_) {
       id_entry* id = nullptr;
-      if (!r->events.empty() || !r->extra) {
+      if (!r->events.empty() || (!r->extra && r->tables.empty())) {
         try {
           id = &entry(r->pid);
         } catch (const error& e) {
@@ -438,9 +483,15 @@ private:
           r->done(ec);
           continue;
         }
-      } else if (r->events.empty()) {
+      } else if (r->events.empty() && r->tables.empty()) {
         r->done({});
         continue;
+      }
+      for (auto& w : r->tables) {
+        if (w.value)
+          batch_.Put(table_cf(w.table), w.key, *w.value);
+        else
+          batch_.Delete(table_cf(w.table), w.key);
       }
       for (auto& e : r->events) put_event(id->prefix, e);
       accepted_.push_back({r, id, id ? id->highest : 0});
