@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 
 namespace troupe::persistence {
@@ -27,6 +28,14 @@ namespace troupe::persistence {
 class faulty_journal final : public journal {
 public:
   explicit faulty_journal(std::shared_ptr<journal> inner) : inner_(std::move(inner)) {}
+
+  /// Waits for the work queued on the inner journal's blocking thread, which
+  /// may call back into this wrapper (a snapshot save does).
+  ~faulty_journal() override {
+    std::promise<void> drained;
+    inner_->run_blocking([&drained] { drained.set_value(); });
+    drained.get_future().wait();
+  }
 
   /// The next `n` writes fail with `storage_failure` without writing
   /// anything (as a failing disk would).

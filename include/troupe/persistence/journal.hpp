@@ -120,7 +120,6 @@ public:
   virtual std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) = 0;
 };
 
-
 /// Adapts a store with the `memory_store` / `rocksdb_store` interface, and
 /// owns one thread for the blocking calls of recoveries and snapshots.
 ///
