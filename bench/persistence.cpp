@@ -122,9 +122,10 @@ std::string raw_key(long i) {
   return k;
 }
 
-void raw_put_sync(benchmark::State& state) {
-  const long n = 2000;
-  const std::string value(200, 'v');
+/// Runs `write(db, sync_options)` once per iteration on a fresh raw
+/// RocksDB (opening and closing it untimed); `items` per iteration.
+template <class Write>
+void raw_iterations(benchmark::State& state, long items, Write&& write) {
   for (auto _ : state) {
     state.PauseTiming();
     temp_dir dir;
@@ -132,12 +133,20 @@ void raw_put_sync(benchmark::State& state) {
     rocksdb::WriteOptions wo;
     wo.sync = true;
     state.ResumeTiming();
-    for (long i = 0; i < n; ++i) check(db->Put(wo, raw_key(i), value).ok(), "raw put");
+    write(*db, wo);
     state.PauseTiming();
     db.reset();
     state.ResumeTiming();
   }
-  state.SetItemsProcessed(state.iterations() * n);
+  state.SetItemsProcessed(state.iterations() * items);
+}
+
+void raw_put_sync(benchmark::State& state) {
+  const long n = 2000;
+  const std::string value(200, 'v');
+  raw_iterations(state, n, [&](rocksdb::DB& db, const rocksdb::WriteOptions& wo) {
+    for (long i = 0; i < n; ++i) check(db.Put(wo, raw_key(i), value).ok(), "raw put");
+  });
 }
 
 /// Raw RocksDB writes of the persisted events: 1,000 IDs × 200 events of
@@ -156,23 +165,13 @@ void raw_batches(benchmark::State& state, bool same_keys) {
     if (!same_keys) return raw_key(i);
     return tp::detail::seq_key(prefixes[static_cast<std::size_t>(i % ids)], static_cast<tp::sequence_nr>(i / ids + 1));
   };
-  for (auto _ : state) {
-    state.PauseTiming();
-    temp_dir dir;
-    auto db = open_raw(dir.str());
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    state.ResumeTiming();
+  raw_iterations(state, total, [&](rocksdb::DB& db, const rocksdb::WriteOptions& wo) {
     for (long i = 0; i < total;) {
       rocksdb::WriteBatch b;
       for (long j = 0; j < batch && i < total; ++j, ++i) b.Put(key(i), value);
-      check(db->Write(wo, &b).ok(), "raw batch");
+      check(db.Write(wo, &b).ok(), "raw batch");
     }
-    state.PauseTiming();
-    db.reset();
-    state.ResumeTiming();
-  }
-  state.SetItemsProcessed(state.iterations() * total);
+  });
   state.counters["batch"] = double(batch);
 }
 
