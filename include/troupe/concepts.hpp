@@ -22,9 +22,22 @@ namespace troupe {
 /// the actor does not handle is rejected at compile time with a diagnostic
 /// naming `troupe::handles<A, M>`: the actor and the message type.
 template <class A, class M>
-concept handles = requires(A& actor, M&& msg) { actor.handle(std::move(msg)); };
+concept handles = requires(A& actor, M&& msg) { actor.handle(std::move(msg)); } ||
+                  requires(A& actor, M&& msg) { actor.troupe_handle(std::move(msg)); };
 
 namespace detail {
+
+/// Calls `actor.handle(msg)`, or `actor.troupe_handle(msg)` when there is no
+/// such `handle`: the hook through which a library base class (such as
+/// `delivery::reliable_actor`) handles its own messages, which a derived
+/// class's `handle` overloads would otherwise hide.
+template <class A, class M>
+decltype(auto) invoke_handle(A& actor, M&& msg) {
+  if constexpr (requires { actor.handle(std::forward<M>(msg)); })
+    return actor.handle(std::forward<M>(msg));
+  else
+    return actor.troupe_handle(std::forward<M>(msg));
+}
 
 template <class X>
 struct awaitable_traits {
@@ -39,7 +52,7 @@ struct awaitable_traits<asio::awaitable<T, Executor>> {
 };
 
 template <class A, class M>
-using raw_handler_result_t = decltype(std::declval<A&>().handle(std::declval<M&&>()));
+using raw_handler_result_t = decltype(invoke_handle(std::declval<A&>(), std::declval<M&&>()));
 
 } // namespace detail
 

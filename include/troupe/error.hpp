@@ -50,6 +50,13 @@ enum class errc {
   /// The write was refused before reaching the store (a fault-injecting
   /// journal's `reject_next_writes`); nothing was written.
   write_rejected,
+
+  // -- delivery --
+  /// A sender has as many unconfirmed deliveries as its policy allows
+  /// (`redelivery_policy::max_unconfirmed`); nothing was recorded.
+  delivery_backlog_full = 200,
+  /// A delivery's message type is not one the receiver accepts.
+  unknown_message,
 };
 
 namespace detail {
@@ -74,6 +81,8 @@ public:
     case errc::event_too_large: return "event too large";
     case errc::events_missing: return "events needed for recovery are missing";
     case errc::write_rejected: return "write rejected";
+    case errc::delivery_backlog_full: return "too many unconfirmed deliveries";
+    case errc::unknown_message: return "message type not accepted by the receiver";
     }
     return "unknown troupe error " + std::to_string(value);
   }

@@ -130,11 +130,11 @@ struct tell_envelope : envelope<T> {
 
   bool process(cell<T>& c) override {
     if constexpr (coroutine_handler<T, M>) {
-      spawn_coroutine(c, c.instance().handle(std::move(msg)),
+      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)),
                       [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); });
       return true;
     } else {
-      c.instance().handle(std::move(msg));
+      invoke_handle(c.instance(), std::move(msg));
       return false;
     }
   }
@@ -205,7 +205,7 @@ struct ask_envelope final : envelope<T> {
 
   bool process(cell<T>& c) override {
     if constexpr (coroutine_handler<T, M>) {
-      spawn_coroutine(c, c.instance().handle(std::move(msg)), [this, &c](std::exception_ptr ep, auto&&... v) {
+      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)), [this, &c](std::exception_ptr ep, auto&&... v) {
         if (ep)
           complete(handler_failure(type_name<T>(), type_name<M>(), ep));
         else
@@ -214,11 +214,11 @@ struct ask_envelope final : envelope<T> {
       });
       return true;
     } else if constexpr (std::is_void_v<reply>) {
-      c.instance().handle(std::move(msg));
+      invoke_handle(c.instance(), std::move(msg));
       complete(nullptr);
       return false;
     } else {
-      complete(nullptr, c.instance().handle(std::move(msg)));
+      complete(nullptr, invoke_handle(c.instance(), std::move(msg)));
       return false;
     }
   }

@@ -208,20 +208,7 @@ public:
   /// Recovery; a `Derived` that needs start-up work puts it in
   /// `on_recovery_completed` (an `on_start` of its own would hide this one).
   task<> on_start() {
-    co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::exception_ptr)>(
-        [this](auto handler) {
-          journal_->run_blocking([this, h = troupe::detail::stored_handler<decltype(handler)>(
-                                            std::move(handler))]() mutable {
-            std::exception_ptr ep;
-            try {
-              recover();
-            } catch (...) {
-              ep = std::current_exception();
-            }
-            h.post(ep);
-          });
-        },
-        asio::use_awaitable);
+    co_await recover_state();
     if constexpr (requires(Derived& d) { d.on_recovery_completed(); }) static_cast<Derived&>(*this).on_recovery_completed();
   }
 
@@ -238,21 +225,84 @@ protected:
     records.reserve(sizeof...(E));
     sequence_nr next = seq_;
     (records.push_back(encode(++next, events)), ...);
-    auto [ec] = co_await async_write(std::move(records), std::move(tables));
-    if (ec) {
-      const auto code = ec == errc::write_rejected    ? errc::write_rejected
-                        : ec == errc::sequence_mismatch ? errc::sequence_mismatch
-                                                        : errc::storage_failure;
-      // Whether a failed write reached the disk is unknown: this instance
-      // writes nothing more, even if the handler catches the error.
-      if (code == errc::storage_failure) failed_ = true;
-      throw error(code, "persisting to " + id_ + " failed: " + ec.message());
+    if (unit_) {
+      // Inside a unit: applied now, written by commit_unit.
+      for (auto& r : records) unit_->records.push_back(std::move(r));
+      for (auto& t : tables) unit_->tables.push_back(std::move(t));
+      (Derived::apply(state_, events), ...);
+      seq_ = next;
+      co_return;
     }
+    co_await write_or_throw(std::move(records), std::move(tables));
     (Derived::apply(state_, events), ...);
     const auto before = seq_;
     seq_ = next;
-    if (const auto every = options_.snapshots.every; every != 0 && before / every != seq_ / every) save_snapshot();
+    snapshot_if_due(before);
   }
+
+  /// Begins a unit of work: until `commit_unit`, persists are applied at
+  /// once (the handler sees its own events) and written later, all in one
+  /// atomic write. Used by the delivery layer, whose handler's events, dedup
+  /// mark and outgoing deliveries must be durable together or not at all.
+  void begin_unit() {
+    if (unit_) throw error(errc::invalid_argument, "persistent actor " + id_ + ": a unit of work is already open");
+    unit_.emplace();
+    unit_->start = seq_;
+  }
+
+  bool in_unit() const noexcept { return unit_.has_value(); }
+
+  /// Writes the unit's events and table changes, with `tables`, atomically.
+  /// On failure the instance refuses further persists (its state holds
+  /// events that are not durable): it must restart and recover.
+  task<> commit_unit(std::vector<table_write> tables) {
+    if (!unit_) throw error(errc::invalid_argument, "persistent actor " + id_ + ": no unit of work is open");
+    auto u = std::move(*unit_);
+    unit_.reset();
+    for (auto& t : tables) u.tables.push_back(std::move(t));
+    if (failed_)
+      throw error(errc::storage_failure, "persisting to " + id_ +
+                                             " refused: an earlier write failed; the actor must restart and recover");
+    if (u.records.empty() && u.tables.empty()) co_return;
+    const bool had_events = !u.records.empty();
+    try {
+      co_await write_or_throw(std::move(u.records), std::move(u.tables));
+    } catch (...) {
+      if (had_events) failed_ = true;
+      throw;
+    }
+    snapshot_if_due(u.start);
+  }
+
+  /// Drops an open unit. Its events were applied to the state and are not
+  /// durable, so the instance refuses further persists (it must restart).
+  void abort_unit() noexcept {
+    if (unit_ && !unit_->records.empty()) failed_ = true;
+    unit_.reset();
+  }
+
+  /// Recovery: state and sequence number from the latest readable snapshot
+  /// and the journal, on the journal's thread.
+  task<> recover_state() {
+    co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::exception_ptr)>(
+        [this](auto handler) {
+          journal_->run_blocking([this, h = troupe::detail::stored_handler<decltype(handler)>(
+                                            std::move(handler))]() mutable {
+            std::exception_ptr ep;
+            try {
+              recover();
+            } catch (...) {
+              ep = std::current_exception();
+            }
+            h.post(ep);
+          });
+        },
+        asio::use_awaitable);
+  }
+
+  /// The journal this actor writes to.
+  journal& storage() noexcept { return *journal_; }
+  const std::shared_ptr<journal>& storage_ptr() const noexcept { return journal_; }
 
   /// The actor's context, when it was constructed with one (throws
   /// `invalid_argument` otherwise).
@@ -286,6 +336,23 @@ private:
                                              std::to_string(payload.size()) + " bytes; the limit is " +
                                              std::to_string(options_.max_event_bytes));
     return {seq, std::string(E::manifest), version_of<E>(), std::move(payload)};
+  }
+
+  task<> write_or_throw(std::vector<event_record> records, std::vector<table_write> tables) {
+    auto [ec] = co_await async_write(std::move(records), std::move(tables));
+    if (ec) {
+      const auto code = ec == errc::write_rejected    ? errc::write_rejected
+                        : ec == errc::sequence_mismatch ? errc::sequence_mismatch
+                                                        : errc::storage_failure;
+      // Whether a failed write reached the disk is unknown: this instance
+      // writes nothing more, even if the handler catches the error.
+      if (code == errc::storage_failure) failed_ = true;
+      throw error(code, "persisting to " + id_ + " failed: " + ec.message());
+    }
+  }
+
+  void snapshot_if_due(sequence_nr before) {
+    if (const auto every = options_.snapshots.every; every != 0 && before / every != seq_ / every) save_snapshot();
   }
 
   auto async_write(std::vector<event_record> records, std::vector<table_write> tables) {
@@ -465,6 +532,12 @@ private:
   sequence_nr seq_ = 0;
   sequence_nr recovered_snapshot_ = 0;
   bool failed_ = false;
+  struct unit {
+    sequence_nr start = 0;
+    std::vector<event_record> records;
+    std::vector<table_write> tables;
+  };
+  std::optional<unit> unit_;
 };
 
 } // namespace troupe::persistence

@@ -1,0 +1,156 @@
+#pragma once
+
+/// \file
+/// How reliable deliveries and their acknowledgements travel: the
+/// `transport` interface, the in-process `local_transport`, and `attach`,
+/// which gives an actor system its transport.
+
+#include <troupe/actor_system.hpp>
+#include <troupe/error.hpp>
+#include <troupe/delivery/delivery_id.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace troupe::delivery {
+
+/// One attempt of a delivery, as it travels: the same ID on every attempt.
+struct message {
+  /// The receiver's name (its persistence ID).
+  std::string to;
+  /// The sender's name (its persistence ID), where the acknowledgement goes.
+  std::string from;
+  delivery_id id;
+  /// The message type's stable name and version, and its JSON text.
+  std::string manifest;
+  std::uint32_t version = 1;
+  std::string payload;
+};
+
+/// The receiver's answer once the delivery's effects are durable (or it
+/// recognised a duplicate): the sender may stop redelivering.
+struct acknowledgement {
+  /// The sender's name.
+  std::string to;
+  /// The receiver's name.
+  std::string from;
+  delivery_id id;
+  /// The handler's reply as JSON text, if it returned one.
+  std::optional<std::string> reply;
+};
+
+/// Where a transport hands what arrives for one name. Both calls may come
+/// from any thread and must not block.
+class endpoint {
+public:
+  virtual ~endpoint() = default;
+  virtual void receive(message m) = 0;
+  virtual void acknowledge(acknowledgement a) = 0;
+};
+
+/// Carries messages and acknowledgements between named endpoints, with no
+/// guarantee: it may lose, duplicate, reorder or delay them (the reliable
+/// actors on both ends make up for it). Thread-safe.
+///
+/// It also keeps the redelivery horizons and dedup retentions of the
+/// reliable actors that use it, and refuses a receiver that would forget a
+/// delivery ID while a sender may still redeliver it (see `admit`).
+class transport {
+public:
+  virtual ~transport() = default;
+
+  /// What arrives for `name` goes to `e` from now on (replacing an earlier
+  /// binding).
+  virtual void bind(const std::string& name, std::shared_ptr<endpoint> e) = 0;
+  /// Removes `name`'s binding if it is still `e`.
+  virtual void unbind(const std::string& name, const endpoint* e) = 0;
+  virtual void send(message m) = 0;
+  virtual void send(acknowledgement a) = 0;
+
+  /// Records that the reliable actor `name` may redeliver for up to
+  /// `horizon` after a first attempt (its maximum attempts × maximum
+  /// backoff; `max()`: without end) and, if it receives, keeps dedup marks
+  /// for `retention` (`max()`: forever). Throws `invalid_argument` naming
+  /// both actors, and records nothing, if some receiver known here would
+  /// forget a delivery ID while some sender may still redeliver it.
+  void admit(const std::string& name, std::chrono::milliseconds horizon,
+             std::optional<std::chrono::milliseconds> retention) {
+    std::lock_guard g(policies_mutex_);
+    for (auto& [receiver, kept] : retentions_)
+      if (receiver != name && kept < horizon) throw refusal(name, horizon, receiver, kept);
+    if (retention) {
+      if (*retention < horizon) throw refusal(name, horizon, name, *retention);
+      for (auto& [sender, h] : horizons_)
+        if (sender != name && *retention < h) throw refusal(sender, h, name, *retention);
+      retentions_[name] = *retention;
+    }
+    horizons_[name] = horizon;
+  }
+
+private:
+  static std::string show(std::chrono::milliseconds d) {
+    return d == std::chrono::milliseconds::max() ? std::string("unlimited") : std::to_string(d.count()) + " ms";
+  }
+
+  static error refusal(const std::string& sender, std::chrono::milliseconds horizon, const std::string& receiver,
+                       std::chrono::milliseconds retention) {
+    return error(errc::invalid_argument,
+                 "dedup retention of receiver " + receiver + " (" + show(retention) +
+                     ") is shorter than the redelivery horizon of sender " + sender + " (" + show(horizon) +
+                     ", max attempts x max backoff): a late redelivery would be processed twice");
+  }
+
+  std::mutex policies_mutex_;
+  std::unordered_map<std::string, std::chrono::milliseconds> horizons_;
+  std::unordered_map<std::string, std::chrono::milliseconds> retentions_;
+};
+
+/// Delivers within one process, at once, to whatever is bound to the name
+/// (nothing, while the receiver is stopped or restarting: the sender
+/// redelivers).
+class local_transport final : public transport {
+public:
+  void bind(const std::string& name, std::shared_ptr<endpoint> e) override {
+    std::lock_guard g(mutex_);
+    endpoints_[name] = std::move(e);
+  }
+
+  void unbind(const std::string& name, const endpoint* e) override {
+    std::lock_guard g(mutex_);
+    if (auto it = endpoints_.find(name); it != endpoints_.end() && it->second.get() == e) endpoints_.erase(it);
+  }
+
+  void send(message m) override {
+    if (auto e = find(m.to)) e->receive(std::move(m));
+  }
+
+  void send(acknowledgement a) override {
+    if (auto e = find(a.to)) e->acknowledge(std::move(a));
+  }
+
+private:
+  std::shared_ptr<endpoint> find(const std::string& name) {
+    std::lock_guard g(mutex_);
+    auto it = endpoints_.find(name);
+    return it == endpoints_.end() ? nullptr : it->second;
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<endpoint>> endpoints_;
+};
+
+/// Makes `t` (by default a new `local_transport`) the transport of every
+/// reliable actor of `sys`. Returns it.
+inline std::shared_ptr<transport> attach(actor_system& sys, std::shared_ptr<transport> t = nullptr) {
+  if (!t) t = std::make_shared<local_transport>();
+  sys.set_extension<transport>(t);
+  return t;
+}
+
+} // namespace troupe::delivery

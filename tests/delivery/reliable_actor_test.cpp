@@ -1,0 +1,583 @@
+// Reliable delivery between persistent actors: at least once on the wire,
+// each delivery ID's effects exactly once at the receiver.
+#include <troupe/delivery/reliable_actor.hpp>
+
+#include <troupe/actor_system.hpp>
+#include <troupe/delivery/faulty_transport.hpp>
+#include <troupe/persistence/faulty_journal.hpp>
+#include <troupe/persistence/memory_store.hpp>
+
+#include "../support.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace td = troupe::delivery;
+namespace tp = troupe::persistence;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// -- messages and events -------------------------------------------------------
+
+struct item {
+  static constexpr std::string_view manifest = "test.item";
+  long n = 0;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const item& e) { v = {{"n", e.n}}; }
+item tag_invoke(json::value_to_tag<item>, const json::value& v) { return {json::value_to<long>(v.at("n"))}; }
+
+struct other {
+  static constexpr std::string_view manifest = "test.other";
+};
+void tag_invoke(json::value_from_tag, json::value& v, const other&) { v = json::object(); }
+other tag_invoke(json::value_to_tag<other>, const json::value&) { return {}; }
+
+struct item_sent {
+  static constexpr std::string_view manifest = "test.item-sent";
+  long n = 0;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const item_sent& e) { v = {{"n", e.n}}; }
+item_sent tag_invoke(json::value_to_tag<item_sent>, const json::value& v) { return {json::value_to<long>(v.at("n"))}; }
+
+struct item_taken {
+  static constexpr std::string_view manifest = "test.item-taken";
+  std::string id;
+  long n = 0;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const item_taken& e) { v = {{"id", e.id}, {"n", e.n}}; }
+item_taken tag_invoke(json::value_to_tag<item_taken>, const json::value& v) {
+  return {json::value_to<std::string>(v.at("id")), json::value_to<long>(v.at("n"))};
+}
+
+// -- what the test observes --------------------------------------------------
+
+struct probe {
+  std::mutex m;
+  std::vector<td::confirmed> confirmations;
+  std::vector<td::delivery_failed> failures;
+  std::vector<td::redelivery_warning> warnings;
+  std::atomic<int> handler_runs{0};
+  std::atomic<bool> fail_handler{false};
+
+  std::size_t confirmed_count() {
+    std::lock_guard g(m);
+    return confirmations.size();
+  }
+};
+
+// Events applied to senders, process-wide: a send before recovery has
+// applied every event would show here.
+std::atomic<long> sender_events_applied{0};
+
+struct send_item {
+  long n;
+};
+struct send_two {
+  long n;
+};
+
+struct sender_state {
+  long sent = 0;
+  std::set<long> items;
+};
+
+class sender : public td::reliable_actor<sender, sender_state> {
+public:
+  using events = tp::event_types<item_sent>;
+
+  sender(troupe::context<sender> ctx, troupe::persistence_id id, std::string to, std::shared_ptr<probe> p,
+         td::delivery_options o = {})
+      : reliable_actor(ctx, std::move(id), o), to_(std::move(to)), probe_(std::move(p)) {}
+
+  static void apply(sender_state& s, const item_sent& e) {
+    ++s.sent;
+    s.items.insert(e.n);
+    sender_events_applied.fetch_add(1);
+  }
+
+  troupe::task<> handle(send_item m) {
+    if (state().items.contains(m.n)) co_return; // asked again (after a crash): already recorded
+    auto id = td::delivery_id::of(pid(), m.n);
+    item msg{m.n};
+    item_sent e{m.n};
+    co_await deliver(to_, id, msg, e);
+  }
+
+  troupe::task<> handle(send_two m) {
+    // Two deliveries, the first with the event that causes both.
+    auto seq = last_sequence_nr() + 1;
+    item a{m.n}, b{m.n + 1};
+    item_sent e{m.n};
+    co_await deliver(to_, td::delivery_id::derived(pid(), seq, 0), a, e);
+    co_await deliver(to_, td::delivery_id::derived(pid(), seq, 1), b);
+  }
+
+  long handle(troupe::persistence::persistence_id) { return state().sent; }
+
+  void handle(td::confirmed c) {
+    std::lock_guard g(probe_->m);
+    probe_->confirmations.push_back(std::move(c));
+  }
+  void handle(td::delivery_failed f) {
+    std::lock_guard g(probe_->m);
+    probe_->failures.push_back(std::move(f));
+  }
+  void handle(td::redelivery_warning w) {
+    std::lock_guard g(probe_->m);
+    probe_->warnings.push_back(std::move(w));
+  }
+
+private:
+  std::string to_;
+  std::shared_ptr<probe> probe_;
+};
+
+struct receiver_state {
+  std::map<std::string, int> taken;
+  long total = 0;
+};
+
+struct taken_query {};
+
+class receiver : public td::reliable_actor<receiver, receiver_state> {
+public:
+  using events = tp::event_types<item_taken>;
+  using accepts = td::accepts<item>;
+
+  receiver(troupe::context<receiver> ctx, troupe::persistence_id id, std::shared_ptr<probe> p,
+           td::delivery_options o = {})
+      : reliable_actor(ctx, std::move(id), o), probe_(std::move(p)) {}
+
+  static void apply(receiver_state& s, const item_taken& e) {
+    ++s.taken[e.id];
+    s.total += e.n;
+  }
+
+  troupe::task<long> handle(td::delivery<item> d) {
+    ++probe_->handler_runs;
+    item_taken e{d.id.str(), d.message.n};
+    co_await persist(e);
+    if (probe_->fail_handler.load()) throw std::runtime_error("handler failed on purpose");
+    co_return d.message.n * 10;
+  }
+
+  receiver_state handle(taken_query) { return state(); }
+
+private:
+  std::shared_ptr<probe> probe_;
+};
+
+// -- a process: store, journal, system, transport -------------------------------
+
+td::delivery_options fast_options() {
+  td::delivery_options o;
+  o.redelivery.initial_backoff = 10ms;
+  o.redelivery.max_backoff = 40ms;
+  o.redelivery.max_attempts = 0; // never give up
+  o.dedup.retention = std::chrono::milliseconds::max();
+  return o;
+}
+
+struct world {
+  std::shared_ptr<tp::memory_store> store = std::make_shared<tp::memory_store>();
+  std::shared_ptr<tp::faulty_journal> journal;
+  std::unique_ptr<troupe::actor_system> sys;
+  std::shared_ptr<td::faulty_transport> net;
+  std::shared_ptr<probe> probes = std::make_shared<probe>();
+
+  world() { boot(); }
+
+  /// A fresh process over the same durable store.
+  void boot(std::uint64_t seed = 1) {
+    sys.reset();
+    journal.reset();
+    journal = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    sys = std::make_unique<troupe::actor_system>();
+    tp::attach(*sys, journal);
+    net = std::make_shared<td::faulty_transport>(std::make_shared<td::local_transport>(), sys->get_executor(), seed);
+    td::attach(*sys, net);
+  }
+
+  /// The kill: the process goes away with whatever it had in memory.
+  void crash() {
+    sys.reset();
+    journal.reset();
+  }
+
+  receiver_state taken(const troupe::actor_ref<receiver>& r) { return test::get(r.ask(taken_query{}, asio::use_future)); }
+
+  td::delivery_stats stats(const auto& ref) { return test::get(ref.ask(td::delivery_status{}, asio::use_future)); }
+
+  /// Unconfirmed deliveries of `pid` in the store.
+  std::size_t pending_in_store(const std::string& pid) {
+    std::size_t n = 0;
+    auto prefix = td::detail::key_prefix(pid) + 'p';
+    REQUIRE_FALSE(store->scan(tp::table::deliveries, prefix, [&](auto, auto) { return ++n, true; }));
+    return n;
+  }
+
+  /// Waits until `pred` holds.
+  template <class P>
+  bool eventually(P pred, std::chrono::milliseconds limit = test::deadline) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(2ms);
+    }
+    return pred();
+  }
+};
+
+std::uint64_t seed_from_env() {
+  if (const char* s = std::getenv("TROUPE_PROPERTY_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+} // namespace
+
+TEST_CASE("a delivery is processed once, confirmed with the receiver's reply, and its record removed") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  for (long n = 1; n <= 20; ++n) REQUIRE_FALSE(s.tell(send_item{n}));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 20; }));
+  auto st = w.taken(r);
+  CHECK(st.taken.size() == 20);
+  for (auto& [id, count] : st.taken) CHECK(count == 1);
+  CHECK(st.total == 210);
+  {
+    std::lock_guard g(w.probes->m);
+    std::set<long> replies;
+    for (auto& c : w.probes->confirmations) {
+      CHECK(c.to == "receiver");
+      replies.insert(c.reply_as<long>());
+    }
+    CHECK(replies.size() == 20);
+    CHECK(*replies.rbegin() == 200);
+  }
+  REQUIRE(w.eventually([&] { return w.pending_in_store("sender") == 0; }));
+  CHECK(w.stats(s).unconfirmed == 0);
+  CHECK(w.stats(s).confirmed == 20);
+  CHECK(w.stats(r).processed == 20);
+}
+
+TEST_CASE("the intent is written with the event that causes it, or not at all") {
+  world w;
+  w.net->set_message_faults({.drop = 1}); // nothing arrives: the intents stay
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  test::get(s.ask(send_item{1}, asio::use_future));
+  w.journal->reject_next_writes(1);
+  CHECK_THROWS_WITH(test::get(s.ask(send_item{2}, asio::use_future)), Catch::Contains("write rejected"));
+  CHECK(test::get(s.ask(troupe::persistence_id{}, asio::use_future)) == 1);
+  CHECK(w.pending_in_store("sender") == 1);
+  CHECK(w.store->highest_sequence_nr("sender") == 1);
+  test::get(s.ask(send_two{5}, asio::use_future));
+  CHECK(w.pending_in_store("sender") == 3);
+  CHECK(w.store->highest_sequence_nr("sender") == 2);
+  std::vector<std::string> ids;
+  REQUIRE_FALSE(w.store->scan(tp::table::deliveries, td::detail::key_prefix("sender") + 'p', [&](auto k, auto) {
+    ids.emplace_back(k.substr(td::detail::key_prefix("sender").size() + 1));
+    return true;
+  }));
+  CHECK(ids == std::vector<std::string>{"sender#2", "sender#2.1", "sender:1"});
+}
+
+TEST_CASE("a duplicate is acknowledged with the stored reply and its handler does not run") {
+  world w;
+  w.net->set_message_faults({.duplicate = 1, .max_delay = 5ms});
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  for (long n = 1; n <= 10; ++n) REQUIRE_FALSE(s.tell(send_item{n}));
+  REQUIRE(w.eventually([&] { return w.stats(r).duplicates >= 10; }));
+  CHECK(w.probes->handler_runs == 10);
+  auto st = w.taken(r);
+  CHECK(st.taken.size() == 10);
+  for (auto& [id, count] : st.taken) CHECK(count == 1);
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 10; }));
+}
+
+TEST_CASE("the sender dies after persisting the intent, before sending: sent after its recovery") {
+  world w;
+  w.net->set_message_faults({.drop = 1});
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  for (long n = 1; n <= 5; ++n) test::get(s.ask(send_item{n}, asio::use_future));
+  w.crash();
+  CHECK(w.pending_in_store("sender") == 5);
+
+  w.boot();
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  REQUIRE(w.eventually([&] { return w.stats(r).processed + w.stats(r).duplicates == 0; }));
+  s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 5; }));
+  CHECK(w.probes->handler_runs == 5);
+  CHECK(w.pending_in_store("sender") == 0);
+}
+
+TEST_CASE("nothing is sent before the sender's recovery has applied every event") {
+  world w;
+  w.net->set_message_faults({.drop = 1});
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  for (long n = 1; n <= 300; ++n) test::get(s.ask(send_item{n}, asio::use_future));
+  w.crash();
+
+  w.boot();
+  std::atomic<long> early{0}, arrived{0};
+  struct watch final : td::endpoint {
+    std::atomic<long>* early;
+    std::atomic<long>* arrived;
+    void receive(td::message) override {
+      if (sender_events_applied.load() < 300) ++*early;
+      ++*arrived;
+    }
+    void acknowledge(td::acknowledgement) override {}
+  };
+  auto e = std::make_shared<watch>();
+  e->early = &early;
+  e->arrived = &arrived;
+  w.net->bind("receiver", e);
+  sender_events_applied = 0;
+  s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  REQUIRE(w.eventually([&] { return arrived.load() >= 300; }));
+  CHECK(early == 0);
+  CHECK(sender_events_applied == 300);
+}
+
+TEST_CASE("the receiver dies after persisting, before acknowledging: the redelivery is answered from the dedup mark") {
+  world w;
+  w.net->set_ack_faults({.drop = 1});
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  for (long n = 1; n <= 5; ++n) REQUIRE_FALSE(s.tell(send_item{n}));
+  REQUIRE(w.eventually([&] { return w.probes->handler_runs == 5; }));
+  w.crash();
+
+  w.boot();
+  r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 5; }));
+  CHECK(w.probes->handler_runs == 5);
+  CHECK(w.stats(r).duplicates >= 5);
+  auto st = w.taken(r);
+  CHECK(st.taken.size() == 5);
+  for (auto& [id, count] : st.taken) CHECK(count == 1);
+  {
+    std::lock_guard g(w.probes->m);
+    for (auto& c : w.probes->confirmations) CHECK(c.reply.has_value()); // the stored reply
+  }
+}
+
+TEST_CASE("a duplicate after the retention window is processed again (documented)") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.max_attempts = 2;
+  o.redelivery.max_backoff = 10ms; // horizon 20 ms
+  o.dedup.retention = 30ms;
+  o.dedup.sweep_interval = 5ms;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{1}, asio::use_future));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  // The mark is swept...
+  REQUIRE(w.eventually([&] {
+    std::size_t n = 0;
+    REQUIRE_FALSE(w.store->scan(tp::table::dedup, td::detail::key_prefix("receiver"), [&](auto, auto) { return ++n, true; }));
+    return n == 0;
+  }));
+  // ...so a copy of the old message (from outside any sender's horizon) runs
+  // the handler again.
+  w.net->send(td::message{"receiver", "sender", td::delivery_id::of("sender", 1), "test.item", 1, "{\"n\":1}"});
+  REQUIRE(w.eventually([&] { return w.probes->handler_runs == 2; }));
+  CHECK(w.taken(r).taken.begin()->second == 2);
+}
+
+TEST_CASE("a receiver whose retention is shorter than a sender's redelivery horizon is refused") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.max_attempts = 10;
+  o.redelivery.max_backoff = 1000ms; // horizon 10 s
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  o.dedup.retention = 5000ms;
+  CHECK_THROWS_WITH(w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o),
+                    Catch::Contains("dedup retention of receiver receiver (5000 ms)") &&
+                        Catch::Contains("(10000 ms, max attempts x max backoff)"));
+  o.dedup.retention = 10000ms;
+  CHECK_NOTHROW(w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o));
+  // And a sender that never gives up against a receiver that forgets.
+  auto forever = fast_options();
+  forever.dedup.retention = 60'000ms;
+  CHECK_THROWS_WITH(w.sys->spawn<sender>(troupe::persistence_id{"sender-2"}, std::string("receiver"), w.probes, forever),
+                    Catch::Contains("unlimited"));
+}
+
+TEST_CASE("after max attempts a delivery becomes a dead letter; an operator lists and re-queues it") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.max_attempts = 4;
+  o.redelivery.warn_after = 2;
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{7}, asio::use_future)); // no receiver yet
+  REQUIRE(w.eventually([&] {
+    std::lock_guard g(w.probes->m);
+    return w.probes->failures.size() == 1;
+  }));
+  {
+    std::lock_guard g(w.probes->m);
+    CHECK(w.probes->failures[0].letter.id.str() == "sender:7");
+    CHECK(w.probes->failures[0].letter.attempts == 4);
+    REQUIRE(w.probes->warnings.size() == 1);
+    CHECK(w.probes->warnings[0].attempts == 2);
+  }
+  CHECK(w.pending_in_store("sender") == 0);
+  auto dead = test::get(s.ask(td::list_dead_letters{}, asio::use_future));
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].to == "receiver");
+  CHECK(dead[0].manifest == "test.item");
+  CHECK(dead[0].attempts == 4);
+  CHECK(w.stats(s).dead_lettered == 1);
+
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  CHECK_FALSE(test::get(s.ask(td::requeue{td::delivery_id("nope")}, asio::use_future)));
+  CHECK(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 7)}, asio::use_future)));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  CHECK(test::get(s.ask(td::list_dead_letters{}, asio::use_future)).empty());
+  CHECK(w.taken(r).total == 7);
+}
+
+TEST_CASE("past max_unconfirmed, deliver fails, or waits for room") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.max_unconfirmed = 2;
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{1}, asio::use_future));
+  test::get(s.ask(send_item{2}, asio::use_future));
+  CHECK_THROWS_WITH(test::get(s.ask(send_item{3}, asio::use_future)), Catch::Contains("unconfirmed deliveries"));
+  CHECK(w.pending_in_store("sender") == 2);
+  CHECK(test::get(s.ask(troupe::persistence_id{}, asio::use_future)) == 2);
+
+  o.redelivery.wait_when_full = true;
+  auto s2 = w.sys->spawn<sender>(troupe::persistence_id{"sender-2"}, std::string("receiver"), w.probes, o);
+  test::get(s2.ask(send_item{1}, asio::use_future));
+  test::get(s2.ask(send_item{2}, asio::use_future));
+  auto third = s2.ask(send_item{3}, asio::use_future);
+  CHECK(third.wait_for(100ms) == std::future_status::timeout); // waiting for room
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  test::get(third); // the receiver confirmed some
+  REQUIRE(w.eventually([&] { return w.taken(r).taken.size() == 5; }));
+}
+
+TEST_CASE("a handler that throws writes nothing and acknowledges nothing; the redelivery succeeds") {
+  world w;
+  w.probes->fail_handler = true;
+  troupe::spawn_options patient;
+  patient.supervision = troupe::supervision::restart(1000, 10s, 1ms, 5ms);
+  auto r = w.sys->spawn<receiver>(patient, troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  test::get(s.ask(send_item{3}, asio::use_future));
+  REQUIRE(w.eventually([&] { return w.probes->handler_runs >= 2; }));
+  CHECK(w.store->highest_sequence_nr("receiver") == 0);
+  CHECK(w.probes->confirmed_count() == 0);
+  w.probes->fail_handler = false;
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  CHECK(w.store->highest_sequence_nr("receiver") == 1);
+  auto st = w.taken(r);
+  CHECK(st.taken.size() == 1);
+  CHECK(st.total == 3);
+}
+
+TEST_CASE("a failed write of the handler's unit acknowledges nothing; the redelivery is processed once") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  w.net->set_message_faults({.drop = 1});
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
+  test::get(s.ask(send_item{4}, asio::use_future));
+  w.journal->fail_next_writes(1); // the receiver's unit
+  w.net->heal();
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  CHECK(w.probes->handler_runs == 2);
+  auto st = w.taken(r);
+  CHECK(st.taken.size() == 1);
+  CHECK(st.taken.begin()->second == 1);
+}
+
+TEST_CASE("a message type the receiver does not accept is not acknowledged") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  REQUIRE(w.eventually([&] { return w.stats(r).rejected == 0; }));
+  w.net->send(td::message{"receiver", "nobody", td::delivery_id("x"), "test.other", 1, "{}"});
+  w.net->send(td::message{"receiver", "nobody", td::delivery_id("y"), "test.item", 1, "not json"});
+  w.net->send(td::message{"receiver", "nobody", td::delivery_id("z"), "test.item", 2, "{\"n\":1}"});
+  REQUIRE(w.eventually([&] { return w.stats(r).rejected == 3; }));
+  CHECK(w.probes->handler_runs == 0);
+}
+
+TEST_CASE("under drops, duplicates, reordering and delays, each delivery's effect is applied once") {
+  const auto seed = seed_from_env();
+  INFO("seed " << seed << " (TROUPE_PROPERTY_SEED)");
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 4; ++round) {
+    world w;
+    w.boot(rng());
+    td::fault_rates faults{.drop = 0.3, .duplicate = 0.2, .reorder = 0.2, .delay = 0.1, .max_delay = 20ms};
+    w.net->set_message_faults(faults);
+    w.net->set_ack_faults(faults);
+    auto o = fast_options();
+    std::vector<troupe::actor_ref<receiver>> rs;
+    std::vector<troupe::actor_ref<sender>> ss;
+    for (int i = 0; i < 3; ++i)
+      rs.push_back(w.sys->spawn<receiver>(troupe::persistence_id{"r" + std::to_string(i)}, w.probes, o));
+    for (int i = 0; i < 6; ++i)
+      ss.push_back(w.sys->spawn<sender>(troupe::persistence_id{"s" + std::to_string(i)}, "r" + std::to_string(i % 3),
+                                        w.probes, o));
+    const int per_sender = 40;
+    for (int k = 1; k <= per_sender; ++k)
+      for (auto& s : ss) REQUIRE_FALSE(s.tell(send_item{k}));
+    // Restart the world in the middle, once.
+    if (round % 2 == 1) {
+      REQUIRE(w.eventually([&] { return w.probes->confirmed_count() >= 40; }));
+      w.crash();
+      w.boot(rng());
+      w.net->set_message_faults(faults);
+      w.net->set_ack_faults(faults);
+      rs.clear();
+      ss.clear();
+      for (int i = 0; i < 3; ++i)
+        rs.push_back(w.sys->spawn<receiver>(troupe::persistence_id{"r" + std::to_string(i)}, w.probes, o));
+      for (int i = 0; i < 6; ++i)
+        ss.push_back(w.sys->spawn<sender>(troupe::persistence_id{"s" + std::to_string(i)}, "r" + std::to_string(i % 3),
+                                          w.probes, o));
+      // What the crashed process had not recorded is asked again.
+      for (int k = 1; k <= per_sender; ++k)
+        for (auto& s : ss) REQUIRE_FALSE(s.tell(send_item{k}));
+    }
+    // Every delivery recorded (first), then none left unconfirmed.
+    REQUIRE(w.eventually([&] {
+      long sent = 0;
+      for (auto& s : ss) sent += test::get(s.ask(troupe::persistence_id{}, asio::use_future));
+      return sent == 6 * per_sender;
+    }));
+    REQUIRE(w.eventually([&] {
+      for (int i = 0; i < 6; ++i)
+        if (w.pending_in_store("s" + std::to_string(i)) != 0) return false;
+      return true;
+    }));
+    std::size_t ids = 0;
+    for (auto& r : rs) {
+      auto st = w.taken(r);
+      ids += st.taken.size();
+      for (auto& [id, count] : st.taken) {
+        INFO(id);
+        CHECK(count == 1);
+      }
+    }
+    CHECK(ids == 6 * per_sender);
+    CHECK(w.net->message_counts().dropped > 0);
+    CHECK(w.net->ack_counts().duplicated > 0);
+  }
+}
