@@ -3,7 +3,7 @@
 // transport that drops, duplicates, reorders and delays (seeded), on the
 // store in argv[1] (sync mode). Each receiver journals one event per
 // delivery it processes. With "finish" it exits 0 once every delivery is
-// confirmed; otherwise it runs until killed.
+// confirmed; otherwise it runs until killed. Prints "ready" once recovered.
 #include <troupe/troupe.hpp>
 #include <troupe/delivery/faulty_transport.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
@@ -114,6 +114,11 @@ int main(int argc, char** argv) {
   o.redelivery.initial_backoff = std::chrono::milliseconds(20);
   o.redelivery.max_backoff = std::chrono::milliseconds(100);
   o.redelivery.max_attempts = 0;
+  // Senders wait for room (backpressure) rather than pile up thousands of
+  // deliveries the receivers have not reached, all being redelivered.
+  o.redelivery.max_unconfirmed = 200;
+  o.redelivery.wait_when_full = true;
+  o.redelivery.burst = 100;
   o.dedup.retention = std::chrono::milliseconds::max();
 
   std::vector<troupe::actor_ref<receiver>> receivers;
@@ -121,6 +126,13 @@ int main(int argc, char** argv) {
   std::vector<troupe::actor_ref<sender>> senders;
   for (int s = 0; s < 4; ++s)
     senders.push_back(sys.spawn<sender>(troupe::persistence_id{"s" + std::to_string(s)}, "r" + std::to_string(s % 2), o));
+  // Recovered (their first message waits for recovery): tell the parent.
+  for (auto& s : senders) s.ask(td::delivery_status{}, asio::use_future).get();
+  for (auto& r : receivers) r.ask(td::delivery_status{}, asio::use_future).get();
+  if (!finish) {
+    std::printf("ready\n");
+    std::fflush(stdout);
+  }
   for (long n = 1; n <= items; ++n)
     for (auto& s : senders) (void)s.tell(send_item{n});
 

@@ -6,7 +6,8 @@
 //   - each delivery ID's effect (a receiver event) is applied exactly once,
 //   - every delivery recorded by a sender (its event) was processed by the
 //     right receiver, and nothing is left unconfirmed or dead-lettered.
-// Seeded; prints the seed. Cycles: argv or TROUPE_CRASH_CYCLES (default 30).
+// Seeded; prints the seed. Cycles: argv or TROUPE_CRASH_CYCLES (default 30);
+// items per sender: argv (default 4,000).
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <poll.h>
 #include <map>
 #include <random>
 #include <string>
@@ -28,38 +30,63 @@ namespace json = boost::json;
 
 namespace {
 
-pid_t start(const std::string& child, const std::string& dir, std::uint64_t seed, long items, bool finish) {
+pid_t start(const std::string& child, const std::string& dir, std::uint64_t seed, long items, bool finish,
+            int* out = nullptr) {
+  int fds[2] = {-1, -1};
+  if (out && pipe(fds) != 0) std::abort();
   pid_t pid = fork();
   if (pid == 0) {
+    if (out) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      close(fds[1]);
+    }
     auto s = std::to_string(seed), n = std::to_string(items);
     execl(child.c_str(), child.c_str(), dir.c_str(), s.c_str(), n.c_str(), finish ? "finish" : "run", nullptr);
     _exit(127);
   }
+  if (out) {
+    close(fds[1]);
+    *out = fds[0];
+  }
   return pid;
+}
+
+/// Waits up to `limit` for the child's "ready" line; false if it did not come.
+bool wait_ready(int fd, std::chrono::milliseconds limit) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(limit.count())) <= 0) return false;
+  char buf[16];
+  return read(fd, buf, sizeof buf) > 0;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: delivery_crash_test <delivery_child> [cycles] [seed]\n";
+    std::cerr << "usage: delivery_crash_test <delivery_child> [cycles] [items per sender] [seed]\n";
     return 2;
   }
   const std::string child = argv[1];
   int cycles = argc > 2 ? std::atoi(argv[2]) : 30;
   if (const char* env = std::getenv("TROUPE_CRASH_CYCLES")) cycles = std::atoi(env);
-  const std::uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : std::random_device{}();
-  std::cout << "seed " << seed << ", " << cycles << " cycles" << std::endl;
+  const long items = argc > 3 ? std::atol(argv[3]) : 4000;
+  const std::uint64_t seed = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : std::random_device{}();
+  std::cout << "seed " << seed << ", " << cycles << " cycles, " << items << " items per sender" << std::endl;
   std::mt19937_64 rng(seed);
-  const long items = 4000;
 
   const auto dir = std::filesystem::temp_directory_path() / ("troupe-delivery-crash-" + std::to_string(seed));
   std::filesystem::remove_all(dir);
   for (int cycle = 1; cycle <= cycles; ++cycle) {
-    std::chrono::milliseconds run_for(rng() % 4 == 0 ? rng() % 60 : 60 + rng() % 300);
-    pid_t pid = start(child, dir.string(), rng(), items, false);
-    std::this_thread::sleep_for(run_for);
+    // A quarter of the kills during start-up and recovery, the others at a
+    // random moment of processing (counted from the child's "ready").
+    const bool during_startup = rng() % 4 == 0;
+    std::chrono::milliseconds run_for(during_startup ? rng() % 60 : 20 + rng() % 300);
+    int out = -1;
+    pid_t pid = start(child, dir.string(), rng(), items, false, &out);
+    if (during_startup || wait_ready(out, std::chrono::seconds(60))) std::this_thread::sleep_for(run_for);
     kill(pid, SIGKILL);
+    close(out);
     int status = 0;
     waitpid(pid, &status, 0);
     tp::sequence_nr processed = 0;
@@ -67,7 +94,8 @@ int main(int argc, char** argv) {
       tp::rocksdb_store store(dir.string());
       for (int r = 0; r < 2; ++r) processed += store.highest_sequence_nr("r" + std::to_string(r));
     }
-    std::cout << "cycle " << cycle << ": killed after " << run_for.count() << " ms, " << processed
+    std::cout << "cycle " << cycle << ": killed " << run_for.count() << " ms after " << (during_startup ? "start" : "ready")
+              << ", " << processed
               << " deliveries processed so far" << std::endl;
   }
   pid_t pid = start(child, dir.string(), rng(), items, true);

@@ -33,12 +33,6 @@ struct item {
 void tag_invoke(json::value_from_tag, json::value& v, const item& e) { v = {{"n", e.n}}; }
 item tag_invoke(json::value_to_tag<item>, const json::value& v) { return {json::value_to<long>(v.at("n"))}; }
 
-struct other {
-  static constexpr std::string_view manifest = "test.other";
-};
-void tag_invoke(json::value_from_tag, json::value& v, const other&) { v = json::object(); }
-other tag_invoke(json::value_to_tag<other>, const json::value&) { return {}; }
-
 struct item_sent {
   static constexpr std::string_view manifest = "test.item-sent";
   long n = 0;
@@ -295,12 +289,44 @@ TEST_CASE("a duplicate is acknowledged with the stored reply and its handler doe
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, fast_options());
   for (long n = 1; n <= 10; ++n) REQUIRE_FALSE(s.tell(send_item{n}));
-  REQUIRE(w.eventually([&] { return w.stats(r).duplicates >= 10; }));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 10; }));
   CHECK(w.probes->handler_runs == 10);
+  w.net->heal();
+
+  // Copies of processed deliveries, acknowledged to a spy.
+  struct spy final : td::endpoint {
+    std::mutex m;
+    std::vector<td::acknowledgement> acks;
+    void receive(td::message) override {}
+    void acknowledge(td::acknowledgement a) override {
+      std::lock_guard g(m);
+      acks.push_back(std::move(a));
+    }
+  };
+  auto e = std::make_shared<spy>();
+  w.net->bind("spy", e);
+  const auto before = w.stats(r).duplicates;
+  for (long n = 1; n <= 10; ++n)
+    w.net->send(td::message{"receiver", "spy", td::delivery_id::of("sender", n), "test.item", 1, "{\"n\":999}"});
+  REQUIRE(w.eventually([&] {
+    std::lock_guard g(e->m);
+    return e->acks.size() == 10;
+  }));
+  CHECK(w.stats(r).duplicates >= before + 10); // (and late copies from the sender)
+  CHECK(w.probes->handler_runs == 10);
+  {
+    std::lock_guard g(e->m);
+    for (auto& a : e->acks) {
+      CHECK(a.from == "receiver");
+      const auto n = std::stol(a.id.str().substr(a.id.str().find(':') + 1));
+      REQUIRE(a.reply);
+      CHECK(*a.reply == std::to_string(n * 10)); // the stored reply, not one for n = 999
+    }
+  }
   auto st = w.taken(r);
   CHECK(st.taken.size() == 10);
   for (auto& [id, count] : st.taken) CHECK(count == 1);
-  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 10; }));
+  CHECK(st.total == 55);
 }
 
 TEST_CASE("the sender dies after persisting the intent, before sending: sent after its recovery") {

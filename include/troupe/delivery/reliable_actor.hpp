@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -317,9 +319,23 @@ public:
     add(std::move(out));
   }
 
+  /// One copy of an ID waits in the mailbox at most: while it waits, later
+  /// copies (redeliveries) are dropped, so a slow receiver's mailbox does
+  /// not fill with redeliveries of what it has not reached yet.
   void receive(message m) override {
+    auto id = m.id.str();
+    {
+      std::lock_guard g(mutex_);
+      if (closed_ || !queued_.insert(id).second) return;
+    }
     // Dropped if the mailbox is full or the actor stopped: redelivered later.
-    (void)self_.tell(inbound{std::move(m)});
+    if (self_.tell(inbound{std::move(m)})) dequeued(id);
+  }
+
+  /// The actor took a delivery out of its mailbox.
+  void dequeued(const std::string& id) {
+    std::lock_guard g(mutex_);
+    queued_.erase(id);
   }
 
   void acknowledge(acknowledgement a) override {
@@ -349,12 +365,26 @@ public:
 private:
   using waiter = troupe::detail::unique_function<void(std::error_code)>;
 
+  using schedule_map = std::multimap<clock::time_point, std::string>;
+
   struct entry {
     outgoing out;
     std::uint32_t attempts = 0;
-    clock::time_point due;
+    std::optional<schedule_map::iterator> slot; // in schedule_
     bool confirming = false;
   };
+
+  /// With the mutex held: `e` (under `id`) is due again at `due`.
+  void schedule(entry& e, const std::string& id, clock::time_point due) {
+    if (e.slot) schedule_.erase(*e.slot);
+    e.slot = schedule_.emplace(due, id);
+  }
+
+  /// With the mutex held.
+  void forget(std::unordered_map<std::string, entry>::iterator it) {
+    if (it->second.slot) schedule_.erase(*it->second.slot);
+    pending_.erase(it);
+  }
 
   void add(std::vector<outgoing> out) {
     std::vector<message> now;
@@ -367,7 +397,7 @@ private:
         if (!fresh) continue; // delivered again under the same ID: one delivery
         it->second.out = std::move(o);
         it->second.attempts = 1;
-        it->second.due = t + backoff(1);
+        schedule(it->second, it->first, t + backoff(1));
         now.push_back(to_message(it->second.out));
         ++stats_.sent;
       }
@@ -408,24 +438,28 @@ private:
       std::lock_guard g(mutex_);
       if (closed_) return;
       const auto t = clock::now();
-      for (auto it = pending_.begin(); it != pending_.end() && resend.size() < policy_.burst;) {
+      // Only what is due, earliest first.
+      while (!schedule_.empty() && schedule_.begin()->first <= t && resend.size() < policy_.burst) {
+        auto it = pending_.find(schedule_.begin()->second);
+        schedule_.erase(schedule_.begin());
+        if (it == pending_.end()) continue;
         auto& e = it->second;
-        if (e.confirming || e.due > t) {
-          ++it;
+        e.slot.reset();
+        if (e.confirming) {
+          schedule(e, it->first, t + backoff(e.attempts)); // its confirmation is being written
           continue;
         }
         if (policy_.max_attempts != 0 && e.attempts >= policy_.max_attempts) {
           give_up.emplace_back(std::move(e.out), e.attempts);
-          it = pending_.erase(it);
+          forget(it);
           continue;
         }
         ++e.attempts;
-        e.due = t + backoff(e.attempts);
+        schedule(e, it->first, t + backoff(e.attempts));
         resend.push_back(to_message(e.out));
         ++stats_.resent;
         if (policy_.warn_after != 0 && e.attempts == policy_.warn_after)
           warnings.push_back({delivery_id(e.out.id), e.out.to, e.attempts});
-        ++it;
       }
       arm();
     }
@@ -455,10 +489,11 @@ private:
       if (ec) {
         // Still pending in the store: keep trying it.
         if (closed_) return;
-        auto& e = pending_[o.id];
-        e.out = std::move(o);
-        e.attempts = attempts;
-        e.due = clock::now() + backoff(attempts);
+        auto [it, fresh] = pending_.try_emplace(o.id);
+        if (!fresh) return;
+        it->second.out = std::move(o);
+        it->second.attempts = attempts;
+        schedule(it->second, it->first, clock::now() + backoff(attempts));
         return;
       }
       ++stats_.dead_lettered;
@@ -479,7 +514,7 @@ private:
         it->second.confirming = false; // the next acknowledgement tries again
         return;
       }
-      pending_.erase(it);
+      forget(it);
       ++stats_.confirmed;
       ws.swap(waiters_);
     }
@@ -499,6 +534,8 @@ private:
   asio::steady_timer timer_;
   std::minstd_rand rng_;
   std::unordered_map<std::string, entry> pending_;
+  schedule_map schedule_; // pending deliveries by the time they are due again
+  std::unordered_set<std::string> queued_; // received, waiting in the mailbox
   std::size_t reserved_ = 0;
   std::vector<waiter> waiters_;
   delivery_stats stats_;
@@ -585,6 +622,7 @@ public:
 
   task<> troupe_handle(detail::inbound in) {
     auto& m = in.msg;
+    link_->dequeued(m.id.str());
     if (auto it = dedup_.find(m.id.str()); it != dedup_.end()) {
       ++duplicates_;
       net_->send(acknowledgement{m.from, this->pid(), m.id, it->second.reply});
@@ -777,9 +815,10 @@ private:
 
   template <class... M>
   void select(accepts<M...>, const message& m, task<> (reliable_actor::*&f)(message&)) {
-    ((m.manifest == M::manifest && m.version == persistence::version_of<M>() ? (f = &reliable_actor::receive_as<M>, true)
-                                                                             : false) ||
-     ...);
+    (void)((m.manifest == M::manifest && m.version == persistence::version_of<M>()
+                ? (f = &reliable_actor::receive_as<M>, true)
+                : false) ||
+           ...);
   }
 
   /// The first arrival of a delivery of an `M`.

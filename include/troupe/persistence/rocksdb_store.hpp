@@ -338,6 +338,9 @@ public:
   /// mean batch).
   std::uint64_t batches_written() const noexcept { return batches_.load(std::memory_order_relaxed); }
   std::uint64_t events_written() const noexcept { return events_.load(std::memory_order_relaxed); }
+  /// RocksDB records (puts and deletes, events and table changes) written
+  /// by those group commits.
+  std::uint64_t records_written() const noexcept { return records_.load(std::memory_order_relaxed); }
 
 private:
   struct request {
@@ -505,6 +508,7 @@ private:
     if (st.ok()) {
       batches_.fetch_add(1, std::memory_order_relaxed);
       events_.fetch_add(events, std::memory_order_relaxed);
+      records_.fetch_add(batch_.Count(), std::memory_order_relaxed);
     } else {
       ec = errc::storage_failure;
       // Nothing was written: roll the highest numbers back (in reverse, so
@@ -582,6 +586,7 @@ private:
 
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> events_{0};
+  std::atomic<std::uint64_t> records_{0};
 };
 
 } // namespace troupe::persistence
