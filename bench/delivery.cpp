@@ -72,8 +72,6 @@ struct count_state {
   long count = 0;
 };
 
-std::atomic<long> confirmations{0};
-
 struct send_lines {
   long n;
 };
@@ -95,7 +93,6 @@ public:
     }
     co_return state().count;
   }
-  void handle(td::confirmed) { confirmations.fetch_add(1, std::memory_order_relaxed); }
 
 private:
   std::string to_;
@@ -181,17 +178,26 @@ void deliver_confirm(benchmark::State& state, tp::durability mode) {
           sys.spawn<line_sender>(troupe::persistence_id{"sender-" + std::to_string(i)}, "receiver-" + std::to_string(i), o));
     for (auto& r : receivers) r.ask(td::delivery_status{}, asio::use_future).get(); // recovered
     for (auto& s : senders) s.ask(td::delivery_status{}, asio::use_future).get();
-    confirmations = 0;
     const auto records_before = store->records_written();
     state.ResumeTiming();
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::future<long>> done;
     for (auto& s : senders) done.push_back(s.ask(send_lines{per_sender}, asio::use_future));
     for (auto& d : done) check(d.get() == per_sender, "deliveries recorded");
-    while (confirmations.load() < pairs * per_sender) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    // Then until every delivery is confirmed (the senders are idle now, so
+    // their status answers at once).
+    for (bool all = false; !all;) {
+      all = true;
+      for (auto& s : senders)
+        if (s.ask(td::delivery_status{}, asio::use_future).get().unconfirmed != 0) {
+          all = false;
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          break;
+        }
+    }
     elapsed += seconds(std::chrono::steady_clock::now() - start).count();
     state.PauseTiming();
-    // The confirmations' deletes are durable before the notification.
+    // A confirmation counts once its delete is durable.
     records += double(store->records_written() - records_before);
     deliveries += double(pairs * per_sender);
     long processed = 0;

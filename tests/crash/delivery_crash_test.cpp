@@ -62,7 +62,18 @@ bool wait_ready(int fd, std::chrono::milliseconds limit) {
 
 } // namespace
 
+int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cout << "FAILED: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+int run(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: delivery_crash_test <delivery_child> [cycles] [items per sender] [seed]\n";
     return 2;
@@ -72,7 +83,9 @@ int main(int argc, char** argv) {
   if (const char* env = std::getenv("TROUPE_CRASH_CYCLES")) cycles = std::atoi(env);
   const long items = argc > 3 ? std::atol(argv[3]) : 4000;
   const std::uint64_t seed = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : std::random_device{}();
-  std::cout << "seed " << seed << ", " << cycles << " cycles, " << items << " items per sender" << std::endl;
+  std::cout << "seed " << seed << " (reproduce: delivery_crash_test <child> " << cycles << ' ' << items << ' ' << seed
+            << ")" << std::endl;
+  std::cout << cycles << " cycles, " << items << " items per sender" << std::endl;
   std::mt19937_64 rng(seed);
 
   const auto dir = std::filesystem::temp_directory_path() / ("troupe-delivery-crash-" + std::to_string(seed));

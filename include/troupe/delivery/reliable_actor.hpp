@@ -12,6 +12,7 @@
 #include <troupe/delivery/delivery_id.hpp>
 #include <troupe/delivery/transport.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
+#include <troupe/persistence/detail/codec.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
 
@@ -199,33 +200,77 @@ struct outgoing {
   std::int64_t created_ms = 0;
 };
 
+/// Table values: a format byte, then big-endian fields (see docs/delivery.md).
+inline constexpr char value_format = 1;
+
+/// A pending delivery (`dead_ms` 0) or a dead letter.
 inline std::string encode_outgoing(const outgoing& o, std::uint32_t attempts = 0, std::int64_t dead_ms = 0) {
-  boost::json::object v;
-  v["to"] = o.to;
-  v["m"] = o.manifest;
-  v["v"] = o.version;
-  v["p"] = o.payload;
-  v["t"] = o.created_ms;
-  if (dead_ms != 0) {
-    v["a"] = attempts;
-    v["d"] = dead_ms;
-  }
-  return boost::json::serialize(v);
+  using namespace persistence::detail;
+  std::string v;
+  v.reserve(1 + 4 + o.to.size() + 4 + o.manifest.size() + 4 + 8 + 4 + 8 + o.payload.size());
+  v.push_back(value_format);
+  put_u32(v, static_cast<std::uint32_t>(o.to.size()));
+  v += o.to;
+  put_u32(v, static_cast<std::uint32_t>(o.manifest.size()));
+  v += o.manifest;
+  put_u32(v, o.version);
+  put_u64(v, static_cast<std::uint64_t>(o.created_ms));
+  put_u32(v, attempts);
+  put_u64(v, static_cast<std::uint64_t>(dead_ms));
+  v += o.payload;
+  return v;
 }
 
-inline outgoing decode_outgoing(std::string_view id, std::string_view value, std::uint32_t* attempts = nullptr,
+inline error bad_value(std::string_view what) {
+  return error(errc::corrupt_record, "unreadable " + std::string(what) + " record in the delivery tables");
+}
+
+/// Reads `n` bytes at `at`, or throws `corrupt_record`.
+inline std::string_view take(std::string_view v, std::size_t& at, std::size_t n, std::string_view what) {
+  if (at > v.size() || v.size() - at < n) throw bad_value(what);
+  auto out = v.substr(at, n);
+  at += n;
+  return out;
+}
+
+inline outgoing decode_outgoing(std::string_view id, std::string_view v, std::uint32_t* attempts = nullptr,
                                 std::int64_t* dead_ms = nullptr) {
-  auto v = boost::json::parse(value).as_object();
+  using persistence::detail::get_be;
+  constexpr std::string_view what = "delivery";
+  std::size_t at = 0;
+  if (take(v, at, 1, what)[0] != value_format) throw bad_value(what);
   outgoing o;
-  o.to = v.at("to").as_string();
   o.id = id;
-  o.manifest = v.at("m").as_string();
-  o.version = boost::json::value_to<std::uint32_t>(v.at("v"));
-  o.payload = v.at("p").as_string();
-  o.created_ms = boost::json::value_to<std::int64_t>(v.at("t"));
-  if (attempts) *attempts = v.contains("a") ? boost::json::value_to<std::uint32_t>(v.at("a")) : 0;
-  if (dead_ms) *dead_ms = v.contains("d") ? boost::json::value_to<std::int64_t>(v.at("d")) : 0;
+  o.to = take(v, at, get_be(take(v, at, 4, what), 0, 4), what);
+  o.manifest = take(v, at, get_be(take(v, at, 4, what), 0, 4), what);
+  o.version = static_cast<std::uint32_t>(get_be(take(v, at, 4, what), 0, 4));
+  o.created_ms = static_cast<std::int64_t>(get_be(take(v, at, 8, what), 0, 8));
+  const auto a = static_cast<std::uint32_t>(get_be(take(v, at, 4, what), 0, 4));
+  const auto d = static_cast<std::int64_t>(get_be(take(v, at, 8, what), 0, 8));
+  o.payload = v.substr(at);
+  if (attempts) *attempts = a;
+  if (dead_ms) *dead_ms = d;
   return o;
+}
+
+/// A dedup mark: when the delivery was processed, and the reply.
+inline std::string encode_mark(std::int64_t time_ms, const std::optional<std::string>& reply) {
+  std::string v;
+  v.reserve(1 + 8 + 1 + (reply ? reply->size() : 0));
+  v.push_back(value_format);
+  persistence::detail::put_u64(v, static_cast<std::uint64_t>(time_ms));
+  v.push_back(reply ? 1 : 0);
+  if (reply) v += *reply;
+  return v;
+}
+
+inline std::int64_t decode_mark(std::string_view v, std::optional<std::string>& reply) {
+  constexpr std::string_view what = "dedup";
+  std::size_t at = 0;
+  if (take(v, at, 1, what)[0] != value_format) throw bad_value(what);
+  const auto time_ms = static_cast<std::int64_t>(persistence::detail::get_be(take(v, at, 8, what), 0, 8));
+  if (take(v, at, 1, what)[0] != 0) reply = std::string(v.substr(at));
+  return time_ms;
 }
 
 /// A sender's unconfirmed deliveries, shared by the actor (which adds them
@@ -798,10 +843,8 @@ private:
     if constexpr (receives()) {
       std::vector<std::pair<std::int64_t, std::string>> order;
       ec = this->storage().scan(persistence::table::dedup, prefix, [&](std::string_view k, std::string_view v) {
-        auto o = boost::json::parse(v).as_object();
         mark mk;
-        mk.time_ms = boost::json::value_to<std::int64_t>(o.at("t"));
-        if (auto* r = o.if_contains("r"); r && r->is_string()) mk.reply = std::string(r->as_string());
+        mk.time_ms = detail::decode_mark(v, mk.reply);
         std::string id(k.substr(prefix.size()));
         order.emplace_back(mk.time_ms, id);
         dedup_.emplace(std::move(id), std::move(mk));
@@ -861,14 +904,9 @@ private:
       throw;
     }
     mark mk{reply, detail::now_ms()};
-    boost::json::object v;
-    v["t"] = mk.time_ms;
-    if (reply)
-      v["r"] = *reply;
-    else
-      v["r"] = nullptr;
     std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::put(persistence::table::dedup, dedup_key(m.id.str()), boost::json::serialize(v)));
+    tables.push_back(
+        persistence::table_write::put(persistence::table::dedup, dedup_key(m.id.str()), detail::encode_mark(mk.time_ms, reply)));
     auto out = std::move(unit_out_);
     unit_out_.clear();
     try {
