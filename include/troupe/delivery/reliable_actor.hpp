@@ -285,7 +285,7 @@ public:
   link(std::string pid, std::shared_ptr<persistence::journal> j, std::shared_ptr<transport> net, actor_ref<Actor> self,
        redelivery_policy policy, asio::any_io_executor ex)
       : pid_(std::move(pid)), prefix_(key_prefix(pid_)), journal_(std::move(j)), net_(std::move(net)),
-        self_(std::move(self)), policy_(policy), timer_(ex), rng_(std::hash<std::string>{}(pid_) ^ now_ms()) {
+        self_(std::move(self)), policy_(policy), timer_(std::in_place, ex), rng_(std::hash<std::string>{}(pid_) ^ now_ms()) {
     const auto half = policy_.initial_backoff / 2;
     tick_ = std::clamp<std::chrono::milliseconds>(std::chrono::duration_cast<std::chrono::milliseconds>(half),
                                                   std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
@@ -309,7 +309,9 @@ public:
       std::lock_guard g(mutex_);
       if (closed_) return;
       closed_ = true;
-      timer_.cancel();
+      // The timer belongs to the actor system's thread pool: it must not
+      // outlive it, while the link may (a write's callback can hold it).
+      timer_.reset();
       ws.swap(waiters_);
     }
     net_->unbind(pid_, this);
@@ -468,8 +470,8 @@ private:
   /// With the mutex held.
   void arm() {
     if (closed_) return;
-    timer_.expires_after(tick_);
-    timer_.async_wait([w = this->weak_from_this()](std::error_code ec) {
+    timer_->expires_after(tick_);
+    timer_->async_wait([w = this->weak_from_this()](std::error_code ec) {
       if (ec) return;
       if (auto self = w.lock()) self->tick();
     });
@@ -576,7 +578,7 @@ private:
   std::chrono::milliseconds tick_;
 
   mutable std::mutex mutex_;
-  asio::steady_timer timer_;
+  std::optional<asio::steady_timer> timer_;
   std::minstd_rand rng_;
   std::unordered_map<std::string, entry> pending_;
   schedule_map schedule_; // pending deliveries by the time they are due again
