@@ -9,6 +9,8 @@
 #include <asio/use_future.hpp>
 #include <benchmark/benchmark.h>
 
+#include "bench_common.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -24,19 +26,9 @@ namespace json = boost::json;
 
 namespace {
 
-struct temp_dir {
-  temp_dir() {
-    std::random_device rd;
-    path = std::filesystem::temp_directory_path() / ("troupe-bench-" + std::to_string(rd()) + std::to_string(rd()));
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-  std::string str() const { return path.string(); }
-  std::filesystem::path path;
-};
+using bench::temp_dir;
 
-void check(bool ok, const char* what) {
-  if (!ok) throw std::logic_error(std::string("benchmark result is wrong: ") + what);
-}
+using bench::check;
 
 // About 100 bytes of JSON per message and event.
 const std::string filler(80, 'x');

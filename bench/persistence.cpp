@@ -9,6 +9,8 @@
 #include <asio/use_future.hpp>
 #include <benchmark/benchmark.h>
 
+#include "bench_common.hpp"
+
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -20,16 +22,7 @@ namespace json = boost::json;
 
 namespace {
 
-/// A fresh directory, removed afterwards.
-struct temp_dir {
-  temp_dir() {
-    std::random_device rd;
-    path = std::filesystem::temp_directory_path() / ("troupe-bench-" + std::to_string(rd()) + std::to_string(rd()));
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-  std::string str() const { return path.string(); }
-  std::filesystem::path path;
-};
+using bench::temp_dir;
 
 // About 200 bytes of JSON per event.
 const std::string filler(180, 'x');
@@ -71,9 +64,7 @@ public:
   long handle(count_query) const { return state().count; }
 };
 
-void check(bool ok, const char* what) {
-  if (!ok) throw std::logic_error(std::string("benchmark result is wrong: ") + what);
-}
+using bench::check;
 
 double measured_mean_batch = 0; // from persist_1000actors_sync, used by raw_batch_sync
 

@@ -121,10 +121,14 @@ TEST_CASE("record checksums are CRC-32C, with or without the CPU instruction") {
 TEST_CASE("random appends, deletions and reopens agree with a model") {
   test::temp_dir dir;
   const auto seed = std::random_device{}();
-  INFO("seed " << seed);
+  // The writer's cache of IDs: all 40 IDs, or 8 of them (evicted and read
+  // back all the time).
+  const std::size_t cache = GENERATE(100'000, 8);
+  INFO("seed " << seed << ", id_cache " << cache);
   std::mt19937 rng(seed);
   std::map<std::string, std::pair<tp::sequence_nr, tp::sequence_nr>> model; // id -> (first kept, highest)
-  auto store = std::make_unique<tp::rocksdb_store>(dir.str(), tp::rocksdb_options{.durability = tp::durability::none});
+  const tp::rocksdb_options options{.durability = tp::durability::none, .id_cache = cache};
+  auto store = std::make_unique<tp::rocksdb_store>(dir.str(), options);
   for (int step = 0; step < 3000; ++step) {
     auto id = "id-" + std::to_string(rng() % 40);
     auto& [first, highest] = model.try_emplace(id, 1, 0).first->second;
@@ -138,7 +142,7 @@ TEST_CASE("random appends, deletions and reopens agree with a model") {
     case 1:
       if (rng() % 20 == 0) {
         store.reset();
-        store = std::make_unique<tp::rocksdb_store>(dir.str(), tp::rocksdb_options{.durability = tp::durability::none});
+        store = std::make_unique<tp::rocksdb_store>(dir.str(), options);
       }
       break;
     default: {
@@ -161,4 +165,5 @@ TEST_CASE("random appends, deletions and reopens agree with a model") {
     for (auto s = range.first; s <= range.second; ++s) expected.push_back(s);
     CHECK(seen == expected);
   }
+  CHECK(store->cached_ids() <= cache);
 }

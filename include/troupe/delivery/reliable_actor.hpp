@@ -657,7 +657,7 @@ public:
     co_await this->recover_state();
     std::vector<detail::outgoing> pending;
     auto load_all = [this, &pending] { load(pending); };
-    co_await on_journal_thread(load_all);
+    co_await this->on_journal_thread(load_all);
     link_ = std::make_shared<detail::link<Derived>>(this->pid(), this->storage_ptr(), net_, ctx_.self(),
                                                     options_.redelivery, ctx_.get_executor());
     link_->start(std::move(pending));
@@ -715,7 +715,7 @@ public:
       });
       if (ec) throw error(errc::storage_failure, "listing the dead letters of " + this->pid() + ": " + ec.message());
     };
-    co_await on_journal_thread(scan_dead);
+    co_await this->on_journal_thread(scan_dead);
     co_return out;
   }
 
@@ -726,7 +726,7 @@ public:
       if (auto ec = this->storage().get(persistence::table::deliveries, key, value))
         throw error(errc::storage_failure, "reading dead letter " + r.id.str() + ": " + ec.message());
     };
-    co_await on_journal_thread(read);
+    co_await this->on_journal_thread(read);
     if (!value) co_return false;
     auto o = detail::decode_outgoing(r.id.str(), *value);
     co_await reserve(1);
@@ -933,25 +933,6 @@ private:
       auto [ec] = co_await link_->wait_for_room(asio::experimental::as_tuple(asio::use_awaitable));
       if (ec) throw error(errc::actor_stopped, this->pid() + " stopped while waiting to deliver");
     }
-  }
-
-  /// Runs `f` on the journal's blocking thread; rethrows what it throws.
-  template <class F>
-  task<> on_journal_thread(F& f) {
-    co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::exception_ptr)>(
-        [this, &f](auto handler) {
-          this->storage().run_blocking(
-              [&f, h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))]() mutable {
-                std::exception_ptr ep;
-                try {
-                  f();
-                } catch (...) {
-                  ep = std::current_exception();
-                }
-                h.post(ep);
-              });
-        },
-        asio::use_awaitable);
   }
 
   context<Derived> ctx_;

@@ -284,18 +284,26 @@ protected:
   /// Recovery: state and sequence number from the latest readable snapshot
   /// and the journal, on the journal's thread.
   task<> recover_state() {
+    auto work = [this] { recover(); };
+    co_await on_journal_thread(work);
+  }
+
+  /// Runs `f` on the journal's blocking thread (where storage calls may
+  /// block) while the actor waits; rethrows what `f` throws.
+  template <class F>
+  task<> on_journal_thread(F& f) {
     co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::exception_ptr)>(
-        [this](auto handler) {
-          journal_->run_blocking([this, h = troupe::detail::stored_handler<decltype(handler)>(
-                                            std::move(handler))]() mutable {
-            std::exception_ptr ep;
-            try {
-              recover();
-            } catch (...) {
-              ep = std::current_exception();
-            }
-            h.post(ep);
-          });
+        [this, &f](auto handler) {
+          journal_->run_blocking(
+              [&f, h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))]() mutable {
+                std::exception_ptr ep;
+                try {
+                  f();
+                } catch (...) {
+                  ep = std::current_exception();
+                }
+                h.post(ep);
+              });
         },
         asio::use_awaitable);
   }

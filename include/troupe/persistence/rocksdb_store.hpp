@@ -42,6 +42,11 @@ struct rocksdb_options {
   persistence::durability durability = durability::sync;
   /// Create the directory and the database if missing.
   bool create_if_missing = true;
+  /// Persistence IDs whose key prefix and highest sequence number the
+  /// writer keeps in memory (about 100 bytes each). Beyond it, the least
+  /// recently written are dropped and read again (one seek) at their next
+  /// write: a store with millions of IDs (one per order) stays bounded.
+  std::size_t id_cache = 100'000;
 };
 
 /// A RocksDB database holding the journal, the snapshots and (for the
@@ -65,6 +70,7 @@ public:
   /// `store_locked` when another process has it open,
   /// `store_format_too_new` for a newer format, `storage_failure` otherwise.
   explicit rocksdb_store(const std::string& path, rocksdb_options options = {}) : options_(options) {
+    if (options_.id_cache == 0) throw error(errc::invalid_argument, "rocksdb_options::id_cache must be at least 1");
     rocksdb::DBOptions db_options;
     db_options.create_if_missing = options.create_if_missing;
     db_options.create_missing_column_families = true;
@@ -341,6 +347,10 @@ public:
   /// RocksDB records (puts and deletes, events and table changes) written
   /// by those group commits.
   std::uint64_t records_written() const noexcept { return records_.load(std::memory_order_relaxed); }
+  /// Persistence IDs the writer has in memory now (at most
+  /// `rocksdb_options::id_cache` between groups). Approximate while writes
+  /// run; for tests and monitoring.
+  std::size_t cached_ids() const noexcept { return cached_ids_.load(std::memory_order_relaxed); }
 
 private:
   struct request {
@@ -435,6 +445,8 @@ private:
       }
       commit_group(work);
       work.clear();
+      if (ids_.size() > options_.id_cache) evict_ids();
+      cached_ids_.store(ids_.size(), std::memory_order_relaxed);
     }
   }
 
@@ -442,10 +454,44 @@ private:
   struct id_entry {
     std::string prefix; // detail::id_prefix
     sequence_nr highest = 0;
+    std::uint64_t used = 0; // the group that last wrote it
   };
+
+  /// Drops the least recently written IDs, down to 90% of the cache, so
+  /// that eviction runs once per tenth of the cache's turnover. Between
+  /// groups only: every write of a dropped ID is committed, so reading its
+  /// highest back from the store gives the same number.
+  void evict_ids() {
+    const std::size_t keep = std::max<std::size_t>(1, options_.id_cache - options_.id_cache / 10);
+    std::vector<std::uint64_t> ages;
+    ages.reserve(ids_.size());
+    for (auto& [pid, e] : ids_) ages.push_back(e.used);
+    auto cut = ages.begin() + static_cast<std::ptrdiff_t>(ids_.size() - keep);
+    std::nth_element(ages.begin(), cut, ages.end());
+    const auto oldest_kept = *cut;
+    std::size_t excess = ids_.size() - keep;
+    for (auto it = ids_.begin(); it != ids_.end() && excess > 0;) {
+      if (it->second.used < oldest_kept) {
+        it = ids_.erase(it);
+        --excess;
+      } else {
+        ++it;
+      }
+    }
+    // Ties at the cut: drop enough of them too.
+    for (auto it = ids_.begin(); it != ids_.end() && excess > 0;) {
+      if (it->second.used == oldest_kept) {
+        it = ids_.erase(it);
+        --excess;
+      } else {
+        ++it;
+      }
+    }
+  }
 
   /// One write for every valid request of the group.
   void commit_group(std::vector<request>& group) {
+    ++groups_;
     // In key order: consecutive memtable inserts then land next to each
     // other. Requests of one ID keep their relative order (stable sort).
     order_.clear();
@@ -533,11 +579,14 @@ private:
 
   id_entry& entry(const std::string& pid) {
     auto it = ids_.find(pid);
-    if (it != ids_.end()) return it->second;
-    id_entry e;
-    e.prefix = detail::id_prefix(pid);
-    e.highest = read_highest(e.prefix);
-    return ids_.emplace(pid, std::move(e)).first->second;
+    if (it == ids_.end()) {
+      id_entry e;
+      e.prefix = detail::id_prefix(pid);
+      e.highest = read_highest(e.prefix);
+      it = ids_.emplace(pid, std::move(e)).first;
+    }
+    it->second.used = groups_;
+    return it->second;
   }
 
   sequence_nr read_highest(const std::string& prefix) {
@@ -580,6 +629,7 @@ private:
     sequence_nr highest_before;
   };
   std::unordered_map<std::string, id_entry> ids_;
+  std::uint64_t groups_ = 0; // groups committed, the clock of `id_entry::used`
   std::vector<request*> order_;
   std::vector<accepted_request> accepted_;
   rocksdb::WriteBatch batch_;
@@ -587,6 +637,7 @@ private:
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> events_{0};
   std::atomic<std::uint64_t> records_{0};
+  std::atomic<std::size_t> cached_ids_{0};
 };
 
 } // namespace troupe::persistence
