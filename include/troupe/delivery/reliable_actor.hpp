@@ -370,19 +370,23 @@ public:
   /// copies (redeliveries) are dropped, so a slow receiver's mailbox does
   /// not fill with redeliveries of what it has not reached yet.
   void receive(message m) override {
-    auto id = m.id.str();
+    auto key = queue_key(m);
     {
       std::lock_guard g(mutex_);
-      if (closed_ || !queued_.insert(id).second) return;
+      if (closed_ || !queued_.insert(key).second) return;
     }
     // Dropped if the mailbox is full or the actor stopped: redelivered later.
-    if (self_.tell(inbound{std::move(m)})) dequeued(id);
+    if (self_.tell(inbound{std::move(m)})) {
+      std::lock_guard g(mutex_);
+      queued_.erase(key);
+    }
   }
 
-  /// The actor took a delivery out of its mailbox.
-  void dequeued(const std::string& id) {
+  /// The actor took `m` out of its mailbox.
+  void dequeued(const message& m) {
+    auto key = queue_key(m);
     std::lock_guard g(mutex_);
-    queued_.erase(id);
+    queued_.erase(key);
   }
 
   void acknowledge(acknowledgement a) override {
@@ -431,6 +435,15 @@ private:
   void forget(std::unordered_map<std::string, entry>::iterator it) {
     if (it->second.slot) schedule_.erase(*it->second.slot);
     pending_.erase(it);
+  }
+
+  /// Copies are told apart by sender and ID: each sender gets its
+  /// acknowledgement.
+  static std::string queue_key(const message& m) {
+    std::string k = m.from;
+    k += '\0';
+    k += m.id.str();
+    return k;
   }
 
   void add(std::vector<outgoing> out) {
@@ -582,7 +595,7 @@ private:
   std::minstd_rand rng_;
   std::unordered_map<std::string, entry> pending_;
   schedule_map schedule_; // pending deliveries by the time they are due again
-  std::unordered_set<std::string> queued_; // received, waiting in the mailbox
+  std::unordered_set<std::string> queued_; // received (sender, ID), waiting in the mailbox
   std::size_t reserved_ = 0;
   std::vector<waiter> waiters_;
   delivery_stats stats_;
@@ -669,7 +682,7 @@ public:
 
   task<> troupe_handle(detail::inbound in) {
     auto& m = in.msg;
-    link_->dequeued(m.id.str());
+    link_->dequeued(m);
     if (auto it = dedup_.find(m.id.str()); it != dedup_.end()) {
       ++duplicates_;
       net_->send(acknowledgement{m.from, this->pid(), m.id, it->second.reply});
