@@ -12,11 +12,12 @@
 #include <asio/use_future.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
@@ -50,6 +51,10 @@ struct send_item {
 };
 struct progress {};
 
+// Senders notify the main thread of progress (a confirmation).
+std::mutex progress_mutex;
+std::condition_variable progress_made;
+
 struct sender_state {
   std::set<long> sent;
 };
@@ -70,6 +75,11 @@ public:
   }
 
   long handle(progress) { return static_cast<long>(state().sent.size()); }
+
+  void handle(td::confirmed) {
+    { std::lock_guard g(progress_mutex); }
+    progress_made.notify_all();
+  }
 
 private:
   std::string to_;
@@ -137,7 +147,11 @@ int main(int argc, char** argv) {
     for (auto& s : senders) (void)s.tell(send_item{n});
 
   for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    {
+      // Checked again after confirmations, at least every 200 ms.
+      std::unique_lock l(progress_mutex);
+      progress_made.wait_for(l, std::chrono::milliseconds(200));
+    }
     bool done = true;
     for (auto& s : senders) {
       if (s.ask(progress{}, asio::use_future).get() != items) done = false;

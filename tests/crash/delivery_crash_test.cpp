@@ -21,7 +21,6 @@
 #include <random>
 #include <string>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 namespace td = troupe::delivery;
@@ -52,12 +51,26 @@ pid_t start(const std::string& child, const std::string& dir, std::uint64_t seed
   return pid;
 }
 
-/// Waits up to `limit` for the child's "ready" line; false if it did not come.
-bool wait_ready(int fd, std::chrono::milliseconds limit) {
+/// Waits up to `limit` for output from the child (its "ready" line) or its
+/// exit; true if some came.
+bool wait_output(int fd, std::chrono::milliseconds limit) {
   pollfd p{fd, POLLIN, 0};
   if (poll(&p, 1, static_cast<int>(limit.count())) <= 0) return false;
   char buf[16];
   return read(fd, buf, sizeof buf) > 0;
+}
+
+/// Waits up to `limit` for the end of the child's output (it exited).
+bool wait_eof(int fd, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[256];
+    if (read(fd, buf, sizeof buf) <= 0) return true;
+  }
 }
 
 } // namespace
@@ -97,7 +110,8 @@ int run(int argc, char** argv) {
     std::chrono::milliseconds run_for(during_startup ? rng() % 60 : 20 + rng() % 300);
     int out = -1;
     pid_t pid = start(child, dir.string(), rng(), items, false, &out);
-    if (during_startup || wait_ready(out, std::chrono::seconds(60))) std::this_thread::sleep_for(run_for);
+    if (!during_startup) wait_output(out, std::chrono::seconds(60)); // "ready"
+    wait_output(out, run_for);                                        // nothing more comes: the moment to kill
     kill(pid, SIGKILL);
     close(out);
     int status = 0;
@@ -111,18 +125,19 @@ int run(int argc, char** argv) {
               << ", " << processed
               << " deliveries processed so far" << std::endl;
   }
-  pid_t pid = start(child, dir.string(), rng(), items, true);
+  // The final run: its output pipe closes when it exits.
+  int out = -1;
+  pid_t pid = start(child, dir.string(), rng(), items, true, &out);
   int status = 0;
-  for (int waited = 0; waited < 120'000; waited += 50) {
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (waited + 50 >= 120'000) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      std::cout << "FAILED (seed " << seed << "): the final run did not confirm every delivery within 120 s" << std::endl;
-      return 1;
-    }
+  if (!wait_eof(out, std::chrono::seconds(120))) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    close(out);
+    std::cout << "FAILED (seed " << seed << "): the final run did not confirm every delivery within 120 s" << std::endl;
+    return 1;
   }
+  close(out);
+  waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::cout << "FAILED (seed " << seed << "): the final run exited with status " << status << std::endl;
     return 1;

@@ -10,6 +10,7 @@
 #include "../support.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -54,6 +55,7 @@ item_taken tag_invoke(json::value_to_tag<item_taken>, const json::value& v) {
 
 struct probe {
   std::mutex m;
+  std::condition_variable changed; // something below changed
   std::vector<td::confirmed> confirmations;
   std::vector<td::delivery_failed> failures;
   std::vector<td::redelivery_warning> warnings;
@@ -63,6 +65,15 @@ struct probe {
   std::size_t confirmed_count() {
     std::lock_guard g(m);
     return confirmations.size();
+  }
+
+  template <class T>
+  void record(std::vector<T>& into, T what) {
+    {
+      std::lock_guard g(m);
+      into.push_back(std::move(what));
+    }
+    changed.notify_all();
   }
 };
 
@@ -115,18 +126,9 @@ public:
 
   long handle(troupe::persistence::persistence_id) { return state().sent; }
 
-  void handle(td::confirmed c) {
-    std::lock_guard g(probe_->m);
-    probe_->confirmations.push_back(std::move(c));
-  }
-  void handle(td::delivery_failed f) {
-    std::lock_guard g(probe_->m);
-    probe_->failures.push_back(std::move(f));
-  }
-  void handle(td::redelivery_warning w) {
-    std::lock_guard g(probe_->m);
-    probe_->warnings.push_back(std::move(w));
-  }
+  void handle(td::confirmed c) { probe_->record(probe_->confirmations, std::move(c)); }
+  void handle(td::delivery_failed f) { probe_->record(probe_->failures, std::move(f)); }
+  void handle(td::redelivery_warning w) { probe_->record(probe_->warnings, std::move(w)); }
 
 private:
   std::string to_;
@@ -156,6 +158,7 @@ public:
 
   troupe::task<long> handle(td::delivery<item> d) {
     ++probe_->handler_runs;
+    probe_->changed.notify_all();
     item_taken e{d.id.str(), d.message.n};
     co_await persist(e);
     if (probe_->fail_handler.load()) throw std::runtime_error("handler failed on purpose");
@@ -217,13 +220,16 @@ struct world {
     return n;
   }
 
-  /// Waits until `pred` holds.
+  /// Waits until `pred` holds, up to `limit`: checked again whenever the
+  /// probes see a handler run, a confirmation or a failure, and at least
+  /// every 5 ms (for what they do not see, such as the store).
   template <class P>
   bool eventually(P pred, std::chrono::milliseconds limit = test::deadline) {
     const auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
       if (pred()) return true;
-      std::this_thread::sleep_for(2ms);
+      std::unique_lock l(probes->m);
+      probes->changed.wait_for(l, 5ms);
     }
     return pred();
   }
