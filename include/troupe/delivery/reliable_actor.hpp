@@ -366,9 +366,9 @@ public:
     add(std::move(out));
   }
 
-  /// One copy of an ID waits in the mailbox at most: while it waits, later
-  /// copies (redeliveries) are dropped, so a slow receiver's mailbox does
-  /// not fill with redeliveries of what it has not reached yet.
+  /// One copy per sender and ID waits in the mailbox at most: while it
+  /// waits, later copies (redeliveries) are dropped, so a slow receiver's
+  /// mailbox does not fill with redeliveries of what it has not reached yet.
   void receive(message m) override {
     auto key = queue_key(m);
     {
@@ -742,7 +742,7 @@ public:
     co_await this->on_journal_thread(read);
     if (!value) co_return false;
     auto o = detail::decode_outgoing(r.id.str(), *value);
-    co_await reserve(1);
+    if (!link_->try_reserve(1)) co_await wait_for_room(1);
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::erase(persistence::table::deliveries, key));
     tables.push_back(persistence::table_write::put(persistence::table::deliveries, link_->pending_key(o.id),
@@ -790,7 +790,7 @@ protected:
       throw error(errc::invalid_argument, "cannot serialize " + o.manifest + " for delivery " + o.id + ": " + ex.what());
     }
     o.created_ms = detail::now_ms();
-    co_await reserve(1);
+    if (!link_->try_reserve(1)) co_await wait_for_room(1);
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::put(persistence::table::deliveries, link_->pending_key(o.id),
                                                    detail::encode_outgoing(o)));
@@ -937,15 +937,17 @@ private:
     link_->add_reserved(std::move(out));
   }
 
-  task<> reserve(std::size_t n) {
-    while (!link_->try_reserve(n)) {
+  /// Reserves room for `n` deliveries once the link has it (the caller
+  /// tried `try_reserve` first, so the common case costs no coroutine).
+  task<> wait_for_room(std::size_t n) {
+    do {
       if (!options_.redelivery.wait_when_full)
         throw error(errc::delivery_backlog_full,
                     this->pid() + " has " + std::to_string(options_.redelivery.max_unconfirmed) +
                         " unconfirmed deliveries (redelivery_policy::max_unconfirmed)");
       auto [ec] = co_await link_->wait_for_room(asio::experimental::as_tuple(asio::use_awaitable));
       if (ec) throw error(errc::actor_stopped, this->pid() + " stopped while waiting to deliver");
-    }
+    } while (!link_->try_reserve(n));
   }
 
   context<Derived> ctx_;
