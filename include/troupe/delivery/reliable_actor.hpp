@@ -675,7 +675,7 @@ public:
                                                     options_.redelivery, ctx_.get_executor());
     link_->start(std::move(pending));
     if constexpr (receives()) ctx_.schedule_every(options_.dedup.sweep_interval, detail::sweep_tick{});
-    if constexpr (requires(Derived& d) { d.on_recovery_completed(); }) static_cast<Derived&>(*this).on_recovery_completed();
+    co_await this->recovery_completed();
   }
 
   // -- messages of the layer (a `handle` in Derived does not hide these) --
@@ -811,15 +811,72 @@ protected:
 
   const delivery_options& delivery_settings() const noexcept { return options_; }
 
+  /// Opens a batch outside a delivery handler: until `commit_batch`, the
+  /// persists and deliveries of the handler are applied and staged, then
+  /// written in one atomic write with `tables`; the deliveries are sent and
+  /// the `after_commit` actions run once it is durable. (A delivery
+  /// handler is such a batch already.)
+  void begin_batch() { this->begin_unit(); }
+
+  task<> commit_batch(std::vector<persistence::table_write> tables = {}) {
+    auto out = std::move(unit_out_);
+    unit_out_.clear();
+    auto then = std::move(after_commit_);
+    after_commit_.clear();
+    try {
+      co_await this->commit_unit(std::move(tables));
+    } catch (...) {
+      link_->unreserve(out.size());
+      throw;
+    }
+    link_->add_reserved(std::move(out));
+    for (auto& f : then) f();
+  }
+
+  /// Drops an open batch (see `persistent_actor::abort_unit`).
+  void abort_batch() noexcept {
+    link_->unreserve(unit_out_.size());
+    unit_out_.clear();
+    after_commit_.clear();
+    this->abort_unit();
+  }
+
+  /// Runs `f` once what the handler persisted so far is durable: now
+  /// outside a batch, after the batch's write inside one (never if it
+  /// fails).
+  void after_commit(troupe::detail::unique_function<void()> f) {
+    if (this->in_unit())
+      after_commit_.push_back(std::move(f));
+    else
+      f();
+  }
+
 private:
+  template <class... A, class... B>
+  static accepts<A..., B...> join(accepts<A...>, accepts<B...>);
   template <class X>
-  struct accepted_of {
+  struct own_accepted {
     using type = accepts<>;
   };
   template <class X>
     requires requires { typename X::accepts; }
-  struct accepted_of<X> {
+  struct own_accepted<X> {
     using type = typename X::accepts;
+  };
+  template <class X>
+  struct library_accepted {
+    using type = accepts<>;
+  };
+  template <class X>
+    requires requires { typename X::troupe_accepts; }
+  struct library_accepted<X> {
+    using type = typename X::troupe_accepts;
+  };
+  /// What `Derived` accepts, and what a library base class between it and
+  /// this one accepts (`troupe_accepts`, handled by `troupe_handle`).
+  template <class X>
+  struct accepted_of {
+    using type = decltype(join(typename own_accepted<X>::type{}, typename library_accepted<X>::type{}));
   };
   static constexpr bool receives_of(accepts<>) { return false; }
   template <class... M>
@@ -897,44 +954,35 @@ private:
     try {
       using R = reply_type_t<Derived, delivery<M>>;
       auto& self = static_cast<Derived&>(*this);
+      using troupe::detail::invoke_handle;
       if constexpr (coroutine_handler<Derived, delivery<M>>) {
         if constexpr (std::is_void_v<R>) {
-          co_await self.handle(std::move(d));
+          co_await invoke_handle(self, std::move(d));
         } else {
-          R r = co_await self.handle(std::move(d));
+          R r = co_await invoke_handle(self, std::move(d));
           reply = boost::json::serialize(boost::json::value_from(r));
         }
       } else {
         if constexpr (std::is_void_v<R>) {
-          self.handle(std::move(d));
+          invoke_handle(self, std::move(d));
         } else {
-          R r = self.handle(std::move(d));
+          R r = invoke_handle(self, std::move(d));
           reply = boost::json::serialize(boost::json::value_from(r));
         }
       }
     } catch (...) {
-      link_->unreserve(unit_out_.size());
-      unit_out_.clear();
-      this->abort_unit();
+      abort_batch();
       throw;
     }
     mark mk{reply, detail::now_ms()};
     std::vector<persistence::table_write> tables;
     tables.push_back(
         persistence::table_write::put(persistence::table::dedup, dedup_key(m.id.str()), detail::encode_mark(mk.time_ms, reply)));
-    auto out = std::move(unit_out_);
-    unit_out_.clear();
-    try {
-      co_await this->commit_unit(std::move(tables));
-    } catch (...) {
-      link_->unreserve(out.size());
-      throw;
-    }
+    co_await commit_batch(std::move(tables));
     ++processed_;
     dedup_order_.emplace_back(mk.time_ms, m.id.str());
     dedup_.emplace(m.id.str(), std::move(mk));
     net_->send(acknowledgement{m.from, this->pid(), m.id, std::move(reply)});
-    link_->add_reserved(std::move(out));
   }
 
   /// Reserves room for `n` deliveries once the link has it (the caller
@@ -955,6 +1003,7 @@ private:
   std::shared_ptr<transport> net_;
   std::shared_ptr<detail::link<Derived>> link_;
   std::vector<detail::outgoing> unit_out_;
+  std::vector<troupe::detail::unique_function<void()>> after_commit_;
   std::unordered_map<std::string, mark> dedup_;
   std::deque<std::pair<std::int64_t, std::string>> dedup_order_;
   std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0;

@@ -209,7 +209,7 @@ public:
   /// `on_recovery_completed` (an `on_start` of its own would hide this one).
   task<> on_start() {
     co_await recover_state();
-    if constexpr (requires(Derived& d) { d.on_recovery_completed(); }) static_cast<Derived&>(*this).on_recovery_completed();
+    co_await recovery_completed();
   }
 
 protected:
@@ -229,12 +229,12 @@ protected:
       // Inside a unit: applied now, written by commit_unit.
       for (auto& r : records) unit_->records.push_back(std::move(r));
       for (auto& t : tables) unit_->tables.push_back(std::move(t));
-      (Derived::apply(state_, events), ...);
+      (apply_event(state_, events), ...);
       seq_ = next;
       co_return;
     }
     co_await write_or_throw(std::move(records), std::move(tables));
-    (Derived::apply(state_, events), ...);
+    (apply_event(state_, events), ...);
     const auto before = seq_;
     seq_ = next;
     snapshot_if_due(before);
@@ -279,6 +279,30 @@ protected:
   void abort_unit() noexcept {
     if (unit_ && !unit_->records.empty()) failed_ = true;
     unit_.reset();
+  }
+
+  /// Calls `Derived::on_recovery_completed()` if there is one (a plain
+  /// function or a coroutine, which is awaited).
+  task<> recovery_completed() {
+    if constexpr (requires(Derived& d) { d.on_recovery_completed(); }) {
+      auto& self = static_cast<Derived&>(*this);
+      if constexpr (troupe::detail::awaitable_traits<decltype(self.on_recovery_completed())>::is_awaitable)
+        co_await self.on_recovery_completed();
+      else
+        self.on_recovery_completed();
+    }
+  }
+
+  /// Applies `e` through `Derived::apply`, or through `Derived::troupe_apply`
+  /// when no `apply` accepts it: the hook through which a library base class
+  /// (such as `effects::effectful_actor`) applies its own events, listed in
+  /// `Derived::troupe_events`.
+  template <class E>
+  static void apply_event(State& s, const E& e) {
+    if constexpr (requires { Derived::apply(s, e); })
+      Derived::apply(s, e);
+    else
+      Derived::troupe_apply(s, e);
   }
 
   /// Recovery: state and sequence number from the latest readable snapshot
@@ -431,7 +455,7 @@ private:
     using list = typename Derived::events;
     json_reader reader;
     auto apply_record = [&](const event_record& r) {
-      if (!dispatch(list{}, r, reader))
+      if (!dispatch(list{}, r, reader) && !dispatch(typename library_events<Derived>::type{}, r, reader))
         throw error(errc::corrupt_record, recovery_error(r.seq, r.manifest,
                                                          "unknown event manifest '" + r.manifest + "' version " +
                                                              std::to_string(r.version)));
@@ -501,6 +525,17 @@ private:
     }
   };
 
+  /// The events of a library base class (`Derived::troupe_events`).
+  template <class X>
+  struct library_events {
+    using type = event_types<>;
+  };
+  template <class X>
+    requires requires { typename X::troupe_events; }
+  struct library_events<X> {
+    using type = typename X::troupe_events;
+  };
+
   template <class... E>
   bool dispatch(event_types<E...>, const event_record& r, json_reader& reader) {
     return (try_apply<E>(r, reader) || ...);
@@ -510,7 +545,7 @@ private:
   bool try_apply(const event_record& r, json_reader& reader) {
     std::optional<E> e = decode<E>(r, reader);
     if (!e) return false;
-    Derived::apply(state_, *e);
+    apply_event(state_, *e);
     return true;
   }
 

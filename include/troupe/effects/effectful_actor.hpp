@@ -1,0 +1,134 @@
+#pragma once
+
+/// \file
+/// `troupe::effects::effectful_actor`: a persistent actor that starts side
+/// effects on external systems through the outbox and learns their
+/// outcomes as events. See docs/effects.md.
+
+#include <troupe/error.hpp>
+#include <troupe/task.hpp>
+#include <troupe/delivery/reliable_actor.hpp>
+#include <troupe/effects/dispatcher.hpp>
+#include <troupe/effects/effect.hpp>
+#include <troupe/effects/outbox.hpp>
+
+#include <boost/json.hpp>
+
+#include <concepts>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace troupe::effects {
+
+/// A request for an effect: JSON-convertible, with the effect type (the
+/// adapter that performs it).
+///
+/// \code
+/// struct charge {
+///   static constexpr std::string_view effect_type = "payment";
+///   long amount;
+/// };
+/// \endcode
+template <class R>
+concept effect_request = requires {
+  { R::effect_type } -> std::convertible_to<std::string_view>;
+} && boost::json::has_value_from<R>::value;
+
+/// The longest operation ID accepted, in bytes.
+inline constexpr std::size_t max_operation_id = 900;
+
+/// Base of a persistent actor whose state holds its effects
+/// (`effect_table effects;` in `State`).
+///
+/// `co_await start_effect(id, request, cause...)` writes the cause events,
+/// an `effect_requested` event and the outbox record in one atomic write;
+/// once that is durable the dispatcher is told (after a crash it finds the
+/// record itself). The dispatcher executes it and delivers the outcome; the
+/// actor persists it as an `effect_updated` event (with the dedup mark of
+/// the delivery, atomically), then calls `Derived::on_effect(const
+/// effect&)` if there is one — a plain function or a coroutine — inside the
+/// same unit of work, so what it persists or starts is written with the
+/// outcome. Nothing of this runs during replay: the events only rebuild
+/// `state().effects`.
+template <class Derived, class State>
+class effectful_actor : public delivery::reliable_actor<Derived, State> {
+  using base = delivery::reliable_actor<Derived, State>;
+
+public:
+  using base::base;
+  using base::troupe_handle; // the delivery layer's messages
+
+  using troupe_events = persistence::event_types<effect_requested, effect_updated>;
+  using troupe_accepts = delivery::accepts<effect_update>;
+
+  static void troupe_apply(State& s, const effect_requested& e) { table_of(s).apply(e); }
+  static void troupe_apply(State& s, const effect_updated& e) { table_of(s).apply(e); }
+
+  /// An outcome from the dispatcher.
+  task<> troupe_handle(delivery::delivery<effect_update> d) {
+    auto& u = d.message.change;
+    if (!table_of(this->state()).accepts(u)) co_return; // stale or already known: acknowledged, nothing changes
+    effect_updated e = std::move(u);
+    const auto id = e.id;
+    co_await this->persist(std::move(e));
+    if constexpr (requires(Derived& x, const effect& f) { x.on_effect(f); }) {
+      auto& self = static_cast<Derived&>(*this);
+      const effect& f = *table_of(this->state()).find(id);
+      if constexpr (troupe::detail::awaitable_traits<decltype(self.on_effect(f))>::is_awaitable)
+        co_await self.on_effect(f);
+      else
+        self.on_effect(f);
+    }
+  }
+
+protected:
+  /// Starts effect `id` (the stable operation ID, also the idempotency key:
+  /// `order:42:payment`) with `request`, atomically with `cause`. False, and
+  /// nothing written, if `id` was requested before (a second start is the
+  /// same effect). Throws as `persist` does, and `invalid_argument` for an
+  /// empty or too long ID or a request that does not serialize.
+  template <effect_request R, persistence::event... E>
+  task<bool> start_effect(std::string id, const R& request, E... cause) {
+    if (id.empty()) throw error(errc::invalid_argument, "start_effect in " + this->pid() + ": the operation ID is empty");
+    if (id.size() > max_operation_id)
+      throw error(errc::invalid_argument, "start_effect in " + this->pid() + ": operation ID of " +
+                                              std::to_string(id.size()) + " bytes; at most " +
+                                              std::to_string(max_operation_id));
+    if (table_of(this->state()).status(id) != effect_status::not_requested) co_return false;
+    detail::record r;
+    r.info.id = id;
+    r.info.type = std::string(R::effect_type);
+    r.info.owner = this->pid();
+    r.info.status = effect_status::pending;
+    r.info.created_ms = detail::now_ms();
+    r.due_ms = r.info.created_ms;
+    try {
+      r.request = boost::json::serialize(boost::json::value_from(request));
+    } catch (const std::exception& ex) {
+      throw error(errc::invalid_argument, "cannot serialize the request of effect " + id + ": " + ex.what());
+    }
+    std::vector<persistence::table_write> tables;
+    tables.push_back(persistence::table_write::put(persistence::table::outbox, detail::outbox_key(id), detail::encode(r)));
+    effect_requested requested{id, r.info.type};
+    co_await this->persist_all_with(std::move(tables), std::move(cause)..., std::move(requested));
+    this->after_commit([sys = &this->actor_context().system(), r = std::move(r)]() mutable {
+      // Without a dispatcher in this system, the record waits in the outbox.
+      if (auto d = sys->template extension<detail::dispatcher_slot>()) (void)d->ref.tell(detail::enqueued{std::move(r)});
+    });
+    co_return true;
+  }
+
+  /// The effect, or null if never requested.
+  const effect* find_effect(std::string_view id) const { return table_of(this->state()).find(id); }
+
+private:
+  template <class S>
+  static auto& table_of(S& s) {
+    static_assert(requires { { s.effects } -> std::convertible_to<const effect_table&>; },
+                  "troupe: the state of an effectful_actor needs a member `troupe::effects::effect_table effects;`");
+    return s.effects;
+  }
+};
+
+} // namespace troupe::effects
