@@ -1,0 +1,447 @@
+// troupe_orders: the crash-proof order workflow, and its kill -9 torture.
+//
+//   troupe_orders run     --orders N --dir D [--seed S]
+//       places orders 1..N (idempotent) and processes until every order has
+//       ended; can be killed at any moment and run again on the same D.
+//   troupe_orders verify  --orders N --dir D
+//       reads the stores (the actor system's, the gateway's, the mail
+//       service's) and prints a JSON summary as its last line.
+//   troupe_orders torture --cycles K --orders N --seed S --dir D
+//       K times: `run` in a child process, killed with SIGKILL at a random
+//       moment; then a last uninterrupted `run`, then `verify`.
+//
+// The payment gateway does not dedup by key here (`honours_keys = false`):
+// no double charge is troupe's own doing, resolving lost answers by query.
+// The mail service dedups by message ID, as real ones do; a duplicate
+// e-mail would show as a message ID delivered twice or one that is not an
+// order's.
+#include "workflow.hpp"
+
+#include <troupe/persistence/rocksdb_store.hpp>
+
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <poll.h>
+#include <random>
+#include <set>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+using namespace orders;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct args {
+  std::string command;
+  long orders = 100;
+  long cycles = 20;
+  std::uint64_t seed = 1;
+  std::string dir;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "troupe_orders: " << why << "\n"
+            << "usage: troupe_orders run --orders N --dir D [--seed S]\n"
+            << "       troupe_orders verify --orders N --dir D\n"
+            << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n";
+  std::exit(2);
+}
+
+args parse(int argc, char** argv) {
+  if (argc < 2) usage("no command");
+  args a;
+  a.command = argv[1];
+  if (a.command != "run" && a.command != "verify" && a.command != "torture") usage("unknown command '" + a.command + "'");
+  for (int i = 2; i < argc; ++i) {
+    std::string k = argv[i];
+    if (i + 1 >= argc) usage(k + " needs a value");
+    std::string v = argv[++i];
+    try {
+      if (k == "--orders") a.orders = std::stol(v);
+      else if (k == "--cycles") a.cycles = std::stol(v);
+      else if (k == "--seed") a.seed = std::stoull(v);
+      else if (k == "--dir") a.dir = v;
+      else usage("unknown option " + k);
+    } catch (const std::logic_error&) {
+      usage("bad value '" + v + "' for " + k);
+    }
+  }
+  if (a.dir.empty()) usage("--dir is required");
+  if (a.orders < 1) usage("--orders must be at least 1");
+  if (a.cycles < 0) usage("--cycles must not be negative");
+  return a;
+}
+
+fs::path store_dir(const args& a) { return fs::path(a.dir) / "troupe"; }
+fs::path gateway_dir(const args& a) { return fs::path(a.dir) / "gateway"; }
+fs::path mail_dir(const args& a) { return fs::path(a.dir) / "mail"; }
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// -- run ---------------------------------------------------------------------------
+
+/// Counts the orders that have ended; shows progress on a terminal.
+class progress {
+public:
+  progress(long total, bool show) : total_(total), show_(show) {}
+
+  void handle(order_ended e) {
+    {
+      std::lock_guard g(m_);
+      if (!ended_.insert(e.order).second) return;
+      if (e.complete) ++complete_;
+      if (started_ && processing_start_ == clock_type::time_point{}) processing_start_ = clock_type::now();
+    }
+    draw(false);
+    cv_.notify_all();
+  }
+
+  void start_processing() {
+    std::lock_guard g(m_);
+    started_ = true;
+    base_ = static_cast<long>(ended_.size());
+    processing_start_ = clock_type::now();
+  }
+
+  void wait_all() {
+    std::unique_lock l(m_);
+    while (static_cast<long>(ended_.size()) < total_) {
+      cv_.wait_for(l, std::chrono::milliseconds(200));
+      l.unlock();
+      draw(false);
+      l.lock();
+    }
+    l.unlock();
+    draw(true);
+  }
+
+  long ended() {
+    std::lock_guard g(m_);
+    return static_cast<long>(ended_.size());
+  }
+  long complete() {
+    std::lock_guard g(m_);
+    return complete_;
+  }
+  long ended_this_run() {
+    std::lock_guard g(m_);
+    return static_cast<long>(ended_.size()) - base_;
+  }
+  double processing_seconds() {
+    std::lock_guard g(m_);
+    return seconds_since(processing_start_);
+  }
+
+private:
+  void draw(bool last) {
+    if (!show_) return;
+    const auto now = clock_type::now();
+    std::lock_guard g(m_);
+    if (!last && now - drawn_ < std::chrono::milliseconds(200)) return;
+    drawn_ = now;
+    const double secs = started_ ? std::chrono::duration<double>(now - processing_start_).count() : 0;
+    const double rate = secs > 0 ? (static_cast<double>(ended_.size()) - base_) / secs : 0;
+    std::fprintf(stderr, "\r  orders ended %ld/%ld (%ld complete), %.0f orders/s   %s", static_cast<long>(ended_.size()),
+                 total_, complete_, rate, last ? "\n" : "");
+    std::fflush(stderr);
+  }
+
+  long total_;
+  bool show_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::set<long> ended_;
+  long complete_ = 0;
+  long base_ = 0;
+  bool started_ = false;
+  clock_type::time_point processing_start_{}, drawn_{};
+};
+
+int run(const args& a) {
+  const auto t0 = clock_type::now();
+  fs::create_directories(a.dir);
+  tk::simulator_options go;
+  go.seed = a.seed;
+  go.path = gateway_dir(a).string();
+  go.sync = false; // survives kill -9, which is what is tested here
+  go.honours_keys = false;
+  go.faults = {.fail_before = 0.05, .lose_response = 0.1, .timeout = 0.03, .slow = 0.1, .query_unavailable = 0.05,
+               .slow_latency = std::chrono::milliseconds(2)};
+  tk::simulator_options mo = go;
+  mo.seed = a.seed * 31 + 7;
+  mo.path = mail_dir(a).string();
+  mo.honours_keys = true;
+  mo.faults = {.fail_before = 0.05, .lose_response = 0.1};
+  auto gateway = std::make_shared<tk::payment_gateway>(go);
+  auto mail = std::make_shared<tk::email_service>(mo);
+
+  troupe::actor_system sys;
+  auto store = std::make_shared<tp::rocksdb_store>(store_dir(a).string()); // sync: survives power loss
+  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+  td::attach(sys);
+
+  te::retry_policy retries;
+  retries.max_attempts = 100;
+  retries.initial_backoff = std::chrono::milliseconds(20);
+  retries.max_backoff = std::chrono::milliseconds(500);
+  te::adapters adapters;
+  adapters.add("payment", tk::payment_adapter(gateway, std::chrono::milliseconds(20)), retries);
+  adapters.add("email", tk::email_adapter(mail), retries);
+  te::dispatcher_options dop;
+  dop.tick = std::chrono::milliseconds(5);
+  dop.max_in_flight = 256;
+  te::spawn_dispatcher(sys, std::move(adapters), dop);
+
+  td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
+  sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
+
+  auto track = std::make_shared<progress>(a.orders, isatty(2) != 0);
+  std::function<void(order_ended)> ended = [track](order_ended e) { track->handle(e); };
+  std::vector<troupe::actor_ref<order>> refs;
+  refs.reserve(a.orders);
+  for (long n = 1; n <= a.orders; ++n) refs.push_back(sys.spawn<order>(troupe::persistence_id{order_pid(n)}, n, ended, o));
+  // Every order has recovered once it answers.
+  std::vector<std::future<order_state>> states;
+  for (auto& r : refs) states.push_back(r.ask(order_status{}, asio::use_future));
+  long pending_at_start = 0;
+  for (auto& f : states) pending_at_start += f.get().ended() ? 0 : 1;
+  const double recovery_s = seconds_since(t0);
+  std::cout << "ready: " << a.orders << " orders recovered in " << static_cast<long>(recovery_s * 1000) << " ms, "
+            << pending_at_start << " not ended" << std::endl;
+  track->start_processing();
+  for (auto& r : refs) (void)r.tell(place_order{});
+  track->wait_all();
+  const long done_now = track->ended_this_run();
+  const double secs = track->processing_seconds();
+  boost::json::object summary{{"orders", a.orders},
+                              {"ended", track->ended()},
+                              {"completed", track->complete()},
+                              {"ended_this_run", done_now},
+                              {"seconds", secs},
+                              {"orders_per_second", secs > 0 ? done_now / secs : 0.0},
+                              {"recovery_ms", static_cast<long>(recovery_s * 1000)},
+                              {"not_ended_at_start", pending_at_start}};
+  std::cout << boost::json::serialize(summary) << std::endl;
+  return track->complete() == a.orders ? 0 : 1;
+}
+
+// -- verify ------------------------------------------------------------------------
+
+/// What the stores say, each counted independently of the actor system's
+/// own view.
+boost::json::object verify(const args& a) {
+  long completed = 0, lost = 0, stuck = 0, failed = 0, unknown = 0;
+  std::set<long> known;
+  {
+    tp::rocksdb_store store(store_dir(a).string());
+    for (long n = 1; n <= a.orders; ++n) {
+      order_state s;
+      auto ec = store.replay(order_pid(n), 1, tp::max_sequence_nr, UINT64_MAX,
+                             [&](const tp::event_record& r) { s.apply_manifest(r.manifest); });
+      if (ec) throw troupe::error(troupe::errc::storage_failure, "reading " + order_pid(n) + ": " + ec.message());
+      if (!s.placed) continue;
+      known.insert(n);
+      if (s.complete()) ++completed;
+      else if (s.payment_failed) ++failed;
+      else if (s.payment_unknown) ++unknown;
+      else ++stuck;
+    }
+  }
+  // The providers' own records.
+  tk::simulator_options go;
+  go.path = gateway_dir(a).string();
+  go.sync = false;
+  tk::payment_gateway gateway(go);
+  tk::simulator_options mo = go;
+  mo.path = mail_dir(a).string();
+  tk::email_service mail(mo);
+  long charges = 0, double_charges = 0, duplicate_emails = 0, emails = 0;
+  auto order_of = [](const std::string& key) -> long {
+    // "order:N:step"
+    auto a = key.find(':'), b = key.rfind(':');
+    if (a == std::string::npos || b == a) return 0;
+    try {
+      return std::stol(key.substr(a + 1, b - a - 1));
+    } catch (const std::logic_error&) {
+      return 0;
+    }
+  };
+  for (auto& [key, times] : gateway.all_charges()) {
+    charges += static_cast<long>(times);
+    if (times > 1) ++double_charges;
+  }
+  for (auto& [id, times] : mail.all_deliveries()) {
+    emails += static_cast<long>(times);
+    const auto n = order_of(id);
+    const bool expected = n >= 1 && n <= a.orders &&
+                          (id == op_id(n, "confirmation-email") || id == op_id(n, "shipping-email"));
+    if (!expected) duplicate_emails += static_cast<long>(times); // not an order's message ID: an e-mail nobody asked for
+    else if (times > 1) duplicate_emails += static_cast<long>(times - 1);
+  }
+  // Lost: placed by `run` (after a full run, every order of 1..N was) and
+  // unknown to the system.
+  for (long n = 1; n <= a.orders; ++n)
+    if (!known.contains(n)) ++lost;
+  return {{"orders", a.orders},         {"completed", completed}, {"charges", charges},
+          {"double_charges", double_charges}, {"lost_orders", lost},   {"duplicate_emails", duplicate_emails},
+          {"stuck", stuck},           {"payment_failed", failed}, {"payment_unknown", unknown},
+          {"emails", emails}};
+}
+
+bool healthy(const boost::json::object& v, long orders) {
+  return v.at("double_charges").as_int64() == 0 && v.at("duplicate_emails").as_int64() == 0 &&
+         v.at("lost_orders").as_int64() == 0 && v.at("stuck").as_int64() == 0 && v.at("completed").as_int64() == orders;
+}
+
+// -- torture -----------------------------------------------------------------------
+
+/// Starts `run` in a child process, its standard output on a pipe.
+pid_t start_child(const args& a, std::uint64_t seed, int& out) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2); // no progress display from the child
+    auto n = std::to_string(a.orders), s = std::to_string(seed);
+    execl(self.c_str(), self.c_str(), "run", "--orders", n.c_str(), "--dir", a.dir.c_str(), "--seed", s.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  out = fds[0];
+  return pid;
+}
+
+/// Reads the child's output until it contains `marker` or `limit` passes;
+/// false on timeout or end of output.
+bool wait_for(int fd, const std::string& marker, std::chrono::milliseconds limit, std::string& seen) {
+  const auto end = clock_type::now() + limit;
+  while (seen.find(marker) == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char buf[512];
+    auto k = read(fd, buf, sizeof buf);
+    if (k <= 0) return false;
+    seen.append(buf, static_cast<std::size_t>(k));
+  }
+  return true;
+}
+
+int torture(const args& a) {
+  fs::remove_all(a.dir);
+  fs::create_directories(a.dir);
+  std::cout << "torture: " << a.cycles << " cycles, " << a.orders << " orders, seed " << a.seed << ", dir " << a.dir
+            << std::endl;
+  std::mt19937_64 rng(a.seed);
+  auto uniform = [&](long lo, long hi) { return std::uniform_int_distribution<long>(lo, hi)(rng); };
+  // Kills during processing come within half the time the remaining orders
+  // are expected to take (from the rate seen so far), so that most of them
+  // strike while orders are under way rather than after a finished run.
+  double rate = 500; // orders per second, updated from each cycle
+  long completed = 0;
+  for (long k = 1; k <= a.cycles; ++k) {
+    int out = -1;
+    const auto started = clock_type::now();
+    pid_t pid = start_child(a, a.seed + static_cast<std::uint64_t>(k), out);
+    std::string seen;
+    std::string phase;
+    long after_ms = 0;
+    bool finished = false;
+    if (uniform(0, 3) == 0) {
+      after_ms = uniform(0, 400);
+      phase = "start-up";
+      if (wait_for(out, "\"orders\":", std::chrono::milliseconds(after_ms), seen)) finished = true;
+    } else {
+      if (!wait_for(out, "ready:", std::chrono::minutes(5), seen)) {
+        std::cout << "cycle " << k << ": the child neither got ready nor finished; output: " << seen << std::endl;
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        return 1;
+      }
+      const double remaining_ms = 1000.0 * static_cast<double>(a.orders - completed) / rate;
+      // (At least 60 ms: the last orders may wait on a retry's backoff.)
+      after_ms = uniform(0, std::max(60L, static_cast<long>(remaining_ms / 2)));
+      phase = "processing";
+      if (wait_for(out, "\"orders\":", std::chrono::milliseconds(after_ms), seen)) finished = true;
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(out);
+    const auto v = verify(a);
+    const long now_completed = v.at("completed").as_int64();
+    if (phase == "processing" && !finished && after_ms >= 20 && now_completed > completed)
+      rate = 0.5 * rate + 0.5 * (1000.0 * static_cast<double>(now_completed - completed) / static_cast<double>(after_ms));
+    completed = now_completed;
+    std::cout << "cycle " << k << "/" << a.cycles << ": "
+              << (finished ? "finished before the kill" : "killed " + std::to_string(after_ms) + " ms into " + phase)
+              << " (" << static_cast<long>(seconds_since(started) * 1000) << " ms); completed "
+              << v.at("completed").as_int64() << "/" << a.orders << ", charges " << v.at("charges").as_int64()
+              << ", double charges " << v.at("double_charges").as_int64() << std::endl;
+    if (v.at("double_charges").as_int64() != 0 || v.at("duplicate_emails").as_int64() != 0) {
+      std::cout << boost::json::serialize(v) << std::endl;
+      return 1;
+    }
+  }
+  // The last run, uninterrupted.
+  int out = -1;
+  pid_t pid = start_child(a, a.seed + static_cast<std::uint64_t>(a.cycles) + 1, out);
+  std::string seen;
+  const bool done = wait_for(out, "\"orders\":", std::chrono::minutes(20), seen);
+  if (!done) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out);
+  std::cout << "final run: " << (done && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "finished" : "FAILED");
+  if (auto at = seen.rfind('{'); at != std::string::npos) std::cout << ", " << seen.substr(at, seen.find('\n', at) - at);
+  std::cout << std::endl;
+  auto v = verify(a);
+  v["cycles"] = a.cycles;
+  std::cout << boost::json::serialize(v) << std::endl;
+  return healthy(v, a.orders) && done ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const auto a = parse(argc, argv);
+  try {
+    if (a.command == "run") return run(a);
+    if (a.command == "verify") {
+      auto v = verify(a);
+      std::cout << boost::json::serialize(v) << std::endl;
+      return healthy(v, a.orders) ? 0 : 1;
+    }
+    return torture(a);
+  } catch (const std::exception& ex) {
+    std::cerr << "troupe_orders: " << ex.what() << std::endl;
+    return 1;
+  }
+}
