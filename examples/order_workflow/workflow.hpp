@@ -28,7 +28,7 @@ namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
 namespace json = boost::json;
 
-// -- events: each names the order and, where there is one, a detail ------------------
+// -- events and messages: each names the order and, where there is one, a detail --
 
 template <const char* Manifest>
 struct order_event {
@@ -108,27 +108,13 @@ struct order_state {
 
 // -- messages between the orders and the warehouse --------------------------------
 
-template <const char* Manifest>
-struct order_message {
-  static constexpr std::string_view manifest = Manifest;
-  long order = 0;
-  std::string detail;
-};
-template <const char* M>
-void tag_invoke(json::value_from_tag, json::value& v, const order_message<M>& e) {
-  v = {{"order", e.order}, {"detail", e.detail}};
-}
-template <const char* M>
-order_message<M> tag_invoke(json::value_to_tag<order_message<M>>, const json::value& v) {
-  return {json::value_to<long>(v.at("order")), json::value_to<std::string>(v.at("detail"))};
-}
-
+// (The same shape as the events: the order and a detail.)
 inline constexpr char picklist_msg_m[] = "warehouse.picklist";
 inline constexpr char accepted_msg_m[] = "warehouse.picklist-accepted";
 inline constexpr char shipped_msg_m[] = "warehouse.shipped";
-using picklist = order_message<picklist_msg_m>;        // detail: the items
-using accepted = order_message<accepted_msg_m>;        // detail: the bin
-using shipment = order_message<shipped_msg_m>;         // detail: the tracking number
+using picklist = order_event<picklist_msg_m>; // detail: the items
+using accepted = order_event<accepted_msg_m>; // detail: the bin
+using shipment = order_event<shipped_msg_m>;  // detail: the tracking number
 
 inline std::string order_pid(long n) { return "order-" + std::to_string(n); }
 inline std::string op_id(long n, const char* step) { return "order:" + std::to_string(n) + ":" + step; }

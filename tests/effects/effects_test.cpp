@@ -367,6 +367,16 @@ struct world {
     return pred();
   }
 
+  /// Waits until `s` has `count` effects, all completed.
+  bool all_completed(const troupe::actor_ref<shop>& s, std::size_t count) {
+    return eventually([&] {
+      auto t = effects(s);
+      for (auto& [id, e] : t)
+        if (e.status != effect_status::completed) return false;
+      return t.size() == count;
+    });
+  }
+
   bool settled(const troupe::actor_ref<shop>& s, const std::string& id, effect_status want) {
     return eventually([&] { return status(s, id) == want; });
   }
@@ -763,12 +773,7 @@ TEST_CASE("after a restart, in-doubt effects are resolved before any other effec
   o.max_in_flight = 4;
   w.dispatcher(std::move(a), o);
   auto s = w.owner();
-  REQUIRE(w.eventually([&] {
-    auto t = w.effects(s);
-    for (auto& [id, e] : t)
-      if (e.status != effect_status::completed) return false;
-    return t.size() == 20;
-  }));
+  REQUIRE(w.all_completed(s, 20));
   std::vector<std::string> calls;
   {
     std::lock_guard g(w.probes->m);
@@ -805,12 +810,7 @@ TEST_CASE("two dispatchers on one store never run the same operation at once, an
   CHECK(test::get(d2.ask(te::effects_status{}, asio::use_future)).running == 5);
   sc->hold = false;
   auto s = w.owner();
-  REQUIRE(w.eventually([&] {
-    auto t = w.effects(s);
-    for (auto& [id, e] : t)
-      if (e.status != effect_status::completed) return false;
-    return t.size() == n;
-  }));
+  REQUIRE(w.all_completed(s, n));
   for (int i = 0; i < n; ++i) CHECK(sc->executions("job:" + std::to_string(i)) == 1);
   CHECK(sc->max_running_same_id == 1);
 }
