@@ -109,7 +109,6 @@ public:
       std::lock_guard g(m_);
       if (!ended_.insert(e.order).second) return;
       if (e.complete) ++complete_;
-      if (started_ && processing_start_ == clock_type::time_point{}) processing_start_ = clock_type::now();
     }
     draw(false);
     cv_.notify_all();

@@ -677,7 +677,7 @@ private:
       break;
     case what::executed: {
       ++stats_.executed;
-      i.attempts = res.rec.info.attempts + 1;
+      i.attempts += 1;
       const auto& o = res.out;
       if (o.what == outcome::kind::completed) {
         r.note(now, "execute", "completed", o.detail);

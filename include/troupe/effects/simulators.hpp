@@ -145,28 +145,29 @@ public:
     std::lock_guard g(m_);
     ++requests_;
     const auto& f = options_.faults;
+    // One roll picks at most one fault: consecutive ranges of [0, 1).
     const double roll = draw();
+    const double decline_end = f.fail_before + f.decline, timeout_end = decline_end + f.timeout,
+                 lose_end = timeout_end + f.lose_response, slow_end = lose_end + f.slow;
     if (roll < f.fail_before) return {reply::server_error, {}, {}};
     const auto* known = options_.honours_keys ? ledger_.find(key) : nullptr;
     bool perform = true;
     answer a{reply::charged, {}, {}};
-    double at = f.fail_before;
     if (known) {
       perform = false; // the first answer again
       a.what = known->status == "declined" ? reply::declined : reply::charged;
       a.payment_id = known->ref;
-    } else if (roll < (at += f.decline)) {
+    } else if (roll < decline_end) {
       ledger_.put(key, {"declined", {}, 0});
       return {reply::declined, {}, {}};
     }
-    at = f.fail_before + f.decline;
-    if (roll >= at && roll < at + f.timeout) {
+    if (roll >= decline_end && roll < timeout_end) {
       a.latency = never;
       if (draw() < 0.5) perform = false; // it never got through
       a.what = reply::no_response;
-    } else if (roll >= at + f.timeout && roll < at + f.timeout + f.lose_response) {
+    } else if (roll >= timeout_end && roll < lose_end) {
       a.what = reply::no_response;
-    } else if (roll >= at + f.timeout + f.lose_response && roll < at + f.timeout + f.lose_response + f.slow) {
+    } else if (roll >= lose_end && roll < slow_end) {
       a.latency = f.slow_latency;
     }
     if (perform) {
