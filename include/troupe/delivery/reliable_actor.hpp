@@ -13,6 +13,7 @@
 #include <troupe/delivery/transport.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
 #include <troupe/persistence/detail/codec.hpp>
+#include <troupe/detail/json_text.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
 
@@ -70,7 +71,7 @@ struct confirmed {
   template <class R>
   R reply_as() const {
     if (!reply) throw error(errc::invalid_argument, "delivery " + id.str() + " was confirmed without a reply");
-    return boost::json::value_to<R>(boost::json::parse(*reply));
+    return troupe::detail::from_json_text<R>(*reply);
   }
 };
 
@@ -785,7 +786,7 @@ protected:
     o.manifest = std::string(M::manifest);
     o.version = persistence::version_of<M>();
     try {
-      o.payload = boost::json::serialize(boost::json::value_from(msg));
+      o.payload = troupe::detail::to_json_text(msg);
     } catch (const std::exception& ex) {
       throw error(errc::invalid_argument, "cannot serialize " + o.manifest + " for delivery " + o.id + ": " + ex.what());
     }
@@ -943,7 +944,7 @@ private:
                   "troupe: a reliable actor that accepts M needs handle(troupe::delivery::delivery<M>)");
     std::optional<M> msg;
     try {
-      msg.emplace(boost::json::value_to<M>(boost::json::parse(m.payload)));
+      msg.emplace(troupe::detail::from_json_text<M>(m.payload));
     } catch (const std::exception&) {
       ++rejected_;
       co_return;
@@ -960,14 +961,14 @@ private:
           co_await invoke_handle(self, std::move(d));
         } else {
           R r = co_await invoke_handle(self, std::move(d));
-          reply = boost::json::serialize(boost::json::value_from(r));
+          reply = troupe::detail::to_json_text(r);
         }
       } else {
         if constexpr (std::is_void_v<R>) {
           invoke_handle(self, std::move(d));
         } else {
           R r = invoke_handle(self, std::move(d));
-          reply = boost::json::serialize(boost::json::value_from(r));
+          reply = troupe::detail::to_json_text(r);
         }
       }
     } catch (...) {

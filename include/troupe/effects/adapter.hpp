@@ -7,6 +7,7 @@
 #include <troupe/error.hpp>
 #include <troupe/task.hpp>
 #include <troupe/concepts.hpp>
+#include <troupe/detail/json_text.hpp>
 
 #include <boost/json.hpp>
 
@@ -34,7 +35,7 @@ struct operation {
 
   template <class R>
   R request_as() const {
-    return boost::json::value_to<R>(boost::json::parse(request));
+    return troupe::detail::from_json_text<R>(request);
   }
 };
 
@@ -51,7 +52,7 @@ struct outcome {
   /// provider's payment ID).
   template <class R = std::string>
   static outcome completed(const R& result = {}) {
-    return {kind::completed, boost::json::serialize(boost::json::value_from(result)), false};
+    return {kind::completed, troupe::detail::to_json_text(result), false};
   }
   /// Certainly not performed (the system said so). Retried while attempts
   /// remain, unless `permanent`.
@@ -71,7 +72,7 @@ struct query_result {
 
   template <class R = std::string>
   static query_result completed(const R& result = {}) {
-    return {kind::completed, boost::json::serialize(boost::json::value_from(result))};
+    return {kind::completed, troupe::detail::to_json_text(result)};
   }
   static query_result failed(std::string reason) { return {kind::failed, std::move(reason)}; }
   /// The system never saw the operation: it may be executed (again).

@@ -6,6 +6,7 @@
 /// transitions between its states. See docs/effects.md.
 
 #include <troupe/error.hpp>
+#include <troupe/detail/json_text.hpp>
 
 #include <boost/json.hpp>
 
@@ -91,7 +92,7 @@ struct effect {
   R result_as() const {
     if (status != effect_status::completed || result.empty())
       throw error(errc::invalid_argument, "effect " + id + " has no result (it is " + std::string(to_string(status)) + ")");
-    return boost::json::value_to<R>(boost::json::parse(result));
+    return troupe::detail::from_json_text<R>(result);
   }
 
   friend bool operator==(const effect&, const effect&) = default;

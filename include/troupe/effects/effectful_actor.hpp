@@ -7,6 +7,7 @@
 
 #include <troupe/error.hpp>
 #include <troupe/task.hpp>
+#include <troupe/detail/json_text.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/effects/dispatcher.hpp>
 #include <troupe/effects/effect.hpp>
@@ -104,7 +105,7 @@ protected:
     r.info.created_ms = detail::now_ms();
     r.due_ms = r.info.created_ms;
     try {
-      r.request = boost::json::serialize(boost::json::value_from(request));
+      r.request = troupe::detail::to_json_text(request);
     } catch (const std::exception& ex) {
       throw error(errc::invalid_argument, "cannot serialize the request of effect " + id + ": " + ex.what());
     }

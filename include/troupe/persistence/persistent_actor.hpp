@@ -11,6 +11,7 @@
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/replay_pipeline.hpp>
+#include <troupe/detail/json_text.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/type_name.hpp>
 
@@ -359,7 +360,7 @@ private:
   event_record encode(sequence_nr seq, const E& e) const {
     std::string payload;
     try {
-      payload = boost::json::serialize(boost::json::value_from(e));
+      payload = troupe::detail::to_json_text(e);
     } catch (const std::exception& ex) {
       throw error(errc::invalid_argument, "cannot serialize " + std::string(E::manifest) + " for " + id_ + ": " + ex.what());
     }
@@ -410,7 +411,7 @@ private:
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
               .count();
       try {
-        s.payload = boost::json::serialize(boost::json::value_from(state_));
+        s.payload = troupe::detail::to_json_text(state_);
       } catch (const std::exception&) {
         return;
       }
@@ -498,7 +499,7 @@ private:
       if (!s) return;
       if (!ec) {
         try {
-          state_ = boost::json::value_to<State>(boost::json::parse(s->payload));
+          state_ = troupe::detail::from_json_text<State>(s->payload);
           seq_ = recovered_snapshot_ = s->seq;
           return;
         } catch (const std::exception&) {
@@ -510,16 +511,15 @@ private:
     }
   }
 
-  /// Recovery's JSON parsing: one parser for all events, and each event's
-  /// values in a stack buffer (no allocation for payloads of a few KiB).
+  /// Recovery's JSON parsing: one parser for all events. The values use the
+  /// default storage, never a buffer of this function: an event may hold
+  /// JSON values (a `boost::json::object` member), which share it.
   struct json_reader {
     boost::json::parser parser;
 
     template <class E>
     E read(std::string_view text) {
-      unsigned char buffer[4096];
-      boost::json::monotonic_resource memory(buffer, sizeof buffer);
-      parser.reset(&memory);
+      parser.reset();
       parser.write(text);
       return boost::json::value_to<E>(parser.release());
     }

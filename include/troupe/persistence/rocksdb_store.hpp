@@ -81,6 +81,11 @@ public:
       // remembers, per ID, where it inserted last, instead of searching the
       // skiplist from the top for every event.
       if (std::string_view(name) == "journal") cf.memtable_insert_with_hint_prefix_extractor = id_prefix_extractor();
+      // The same for the tables whose keys start with their owner's ID
+      // (an actor's deliveries, a receiver's dedup marks): a group's writes
+      // land next to that owner's previous ones.
+      if (std::string_view(name) == "deliveries" || std::string_view(name) == "dedup")
+        cf.memtable_insert_with_hint_prefix_extractor = owner_prefix_extractor();
       cfs.emplace_back(name, cf);
     }
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -401,6 +406,27 @@ private:
                   static_cast<unsigned char>(key[1]));
     }
   };
+
+  /// A table key's owner part (a u16 length and the owner's ID), for the
+  /// memtable's insert hints; keys no longer than that are outside the
+  /// domain. These tables have no range deletions.
+  class owner_prefix_transform final : public rocksdb::SliceTransform {
+  public:
+    const char* Name() const override { return "troupe.owner_prefix"; }
+    rocksdb::Slice Transform(const rocksdb::Slice& key) const override { return {key.data(), length(key)}; }
+    bool InDomain(const rocksdb::Slice& key) const override { return key.size() >= 2 && key.size() > length(key); }
+
+  private:
+    static std::size_t length(const rocksdb::Slice& key) {
+      return 2 + (static_cast<std::size_t>(static_cast<unsigned char>(key[0])) << 8 |
+                  static_cast<unsigned char>(key[1]));
+    }
+  };
+
+  static std::shared_ptr<const rocksdb::SliceTransform> owner_prefix_extractor() {
+    static const auto instance = std::make_shared<const owner_prefix_transform>();
+    return instance;
+  }
 
   static std::shared_ptr<const rocksdb::SliceTransform> id_prefix_extractor() {
     static const auto instance = std::make_shared<const id_prefix_transform>();
