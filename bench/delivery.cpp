@@ -177,7 +177,8 @@ void deliver_confirm(benchmark::State& state, tp::durability mode) {
     for (auto& s : senders) done.push_back(s.ask(send_lines{per_sender}, asio::use_future));
     for (auto& d : done) check(d.get() == per_sender, "deliveries recorded");
     // Then until every delivery is confirmed (the senders are idle now, so
-    // their status answers at once).
+    // their status answers at once), and every confirmation's deletion is
+    // durable.
     for (bool all = false; !all;) {
       all = true;
       for (auto& s : senders)
@@ -187,6 +188,7 @@ void deliver_confirm(benchmark::State& state, tp::durability mode) {
           break;
         }
     }
+    check(!store->flush_writes(), "confirmations written");
     elapsed += seconds(std::chrono::steady_clock::now() - start).count();
     state.PauseTiming();
     // A confirmation counts once its delete is durable.

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -166,4 +167,46 @@ TEST_CASE("random appends, deletions and reopens agree with a model") {
     CHECK(seen == expected);
   }
   CHECK(store->cached_ids() <= cache);
+}
+
+TEST_CASE("write_later's changes go into the next group commit, before the writes requested after them") {
+  test::temp_dir dir;
+  const auto put = [](std::string k, std::string v) {
+    return tp::table_write::put(tp::table::deliveries, std::move(k), std::move(v));
+  };
+  const auto value_of = [](tp::rocksdb_store& s, const std::string& k) {
+    std::optional<std::string> v;
+    REQUIRE(!s.get(tp::table::deliveries, k, v));
+    return v;
+  };
+  // Keys of every shape: owner-prefixed ones, and ones too short for or
+  // shorter than their length prefix (outside the insert hints' domain).
+  const std::string owned = std::string("\0\3abc", 5) + "p1", short_key = "k", odd = std::string("\0\x09" "ab", 4);
+  {
+    tp::rocksdb_store s(dir.str());
+    const auto before = s.records_written();
+    std::vector<tp::table_write> later;
+    later.push_back(put(owned, "first"));
+    later.push_back(put(short_key, "x"));
+    later.push_back(put(odd, "y"));
+    s.write_later(std::move(later));
+    // Requested after it: applied after it, in the same group or a later one.
+    REQUIRE(!s.write("", {}, {put(owned, "second")}));
+    CHECK(value_of(s, owned) == "second");
+    CHECK(value_of(s, short_key) == "x");
+    CHECK(value_of(s, odd) == "y");
+    std::vector<tp::table_write> erase;
+    erase.push_back(tp::table_write::erase(tp::table::deliveries, short_key));
+    s.write_later(std::move(erase));
+    REQUIRE(!s.flush_writes());
+    CHECK_FALSE(value_of(s, short_key));
+    CHECK(s.records_written() - before == 5);
+    // Queued and not yet written when the store closes: written by the close.
+    std::vector<tp::table_write> last;
+    last.push_back(put(short_key, "at close"));
+    s.write_later(std::move(last));
+  }
+  tp::rocksdb_store s(dir.str());
+  CHECK(value_of(s, short_key) == "at close");
+  CHECK(value_of(s, owned) == "second");
 }

@@ -390,21 +390,25 @@ public:
     queued_.erase(key);
   }
 
+  /// Confirms the delivery: forgotten at once, its record removed with the
+  /// store's next write (`journal::write_later`). Should a crash come
+  /// first, the delivery is sent again after the restart and answered from
+  /// the receiver's dedup mark.
   void acknowledge(acknowledgement a) override {
-    std::string key;
+    std::vector<waiter> ws;
     {
       std::lock_guard g(mutex_);
       auto it = pending_.find(a.id.str());
-      if (it == pending_.end() || it->second.confirming) return; // repeated or late: harmless
-      it->second.confirming = true;
-      key = pending_key(a.id.str());
+      if (it == pending_.end()) return; // repeated or late: harmless
+      forget(it);
+      ++stats_.confirmed;
+      ws.swap(waiters_);
     }
     std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::erase(persistence::table::deliveries, std::move(key)));
-    journal_->write({}, {}, std::move(tables),
-                    [self = this->shared_from_this(), a = std::move(a)](std::error_code ec) mutable {
-                      self->confirmed_write(std::move(a), ec);
-                    });
+    tables.push_back(persistence::table_write::erase(persistence::table::deliveries, pending_key(a.id.str())));
+    journal_->write_later(std::move(tables));
+    for (auto& w : ws) w({});
+    if constexpr (handles<Actor, confirmed>) (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
   }
 
   delivery_stats stats() const {
@@ -423,7 +427,6 @@ private:
     outgoing out;
     std::uint32_t attempts = 0;
     std::optional<schedule_map::iterator> slot; // in schedule_
-    bool confirming = false;
   };
 
   /// With the mutex held: `e` (under `id`) is due again at `due`.
@@ -506,10 +509,6 @@ private:
         if (it == pending_.end()) continue;
         auto& e = it->second;
         e.slot.reset();
-        if (e.confirming) {
-          schedule(e, it->first, t + backoff(e.attempts)); // its confirmation is being written
-          continue;
-        }
         if (policy_.max_attempts != 0 && e.attempts >= policy_.max_attempts) {
           give_up.emplace_back(std::move(e.out), e.attempts);
           forget(it);
@@ -563,24 +562,6 @@ private:
     for (auto& w : ws) w({});
     if constexpr (handles<Actor, delivery_failed>)
       (void)self_.tell(delivery_failed{dead_letter{delivery_id(o.id), o.to, o.manifest, attempts, since}});
-  }
-
-  void confirmed_write(acknowledgement a, std::error_code ec) {
-    std::vector<waiter> ws;
-    {
-      std::lock_guard g(mutex_);
-      auto it = pending_.find(a.id.str());
-      if (it == pending_.end()) return;
-      if (ec) {
-        it->second.confirming = false; // the next acknowledgement tries again
-        return;
-      }
-      forget(it);
-      ++stats_.confirmed;
-      ws.swap(waiters_);
-    }
-    for (auto& w : ws) w({});
-    if constexpr (handles<Actor, confirmed>) (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
   }
 
   const std::string pid_;

@@ -53,6 +53,9 @@ public:
 
   using journal::write;
 
+  /// Not failed, rejected nor delayed: passed on.
+  void write_later(std::vector<table_write> tables) override { inner_->write_later(std::move(tables)); }
+
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {
     if (take(failing_writes_)) return done(errc::storage_failure);

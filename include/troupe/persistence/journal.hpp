@@ -80,6 +80,16 @@ public:
     write(std::move(pid), std::move(events), {}, std::move(done));
   }
 
+  /// Applies `tables` with a later write, without telling anyone when:
+  /// for bookkeeping whose loss in a crash is harmless (a delivery's
+  /// confirmation: the delivery is sent again and answered from the
+  /// receiver's dedup mark). Applied before any write requested after this
+  /// call; lost if the write that carries it fails. By default, a write of
+  /// its own.
+  virtual void write_later(std::vector<table_write> tables) {
+    write({}, {}, std::move(tables), [](std::error_code) {});
+  }
+
   /// The value of `key` in table `t` (empty if none).
   virtual std::error_code get(table t, std::string_view key, std::optional<std::string>& out) = 0;
 
@@ -144,6 +154,13 @@ public:
     } else {
       done(store_.write(pid, events, tables));
     }
+  }
+
+  void write_later(std::vector<table_write> tables) override {
+    if constexpr (requires { store_.write_later(std::move(tables)); })
+      store_.write_later(std::move(tables));
+    else
+      journal::write_later(std::move(tables));
   }
 
   std::error_code get(table t, std::string_view key, std::optional<std::string>& out) override {

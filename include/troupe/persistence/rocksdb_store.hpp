@@ -172,6 +172,23 @@ public:
     done(errc::storage_failure);
   }
 
+  /// Applies `tables` with the next group commit, without a callback: the
+  /// writer puts them in the group's batch before its requests (so before
+  /// any write requested after this call). Lost if that write fails, or
+  /// if the store is closing.
+  void write_later(std::vector<table_write> tables) {
+    std::lock_guard g(mutex_);
+    if (stopping_) return;
+    for (auto& w : tables) later_.push_back(std::move(w));
+    wake_.notify_one();
+  }
+
+  /// Blocks until every write requested before, and everything
+  /// `write_later` queued before, is durable (or failed).
+  std::error_code flush_writes() {
+    return through_writer({}, [](rocksdb::WriteBatch&) { return std::error_code{}; });
+  }
+
   /// Blocking form of `async_write` (through the same writer thread).
   std::error_code write(std::string_view pid, const std::vector<event_record>& events) {
     std::promise<std::error_code> p;
@@ -462,15 +479,18 @@ private:
 
   void write_loop() {
     std::vector<request> work;
+    std::vector<table_write> later;
     for (;;) {
       {
         std::unique_lock l(mutex_);
-        wake_.wait(l, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return; // stopping, nothing left
+        wake_.wait(l, [&] { return stopping_ || !queue_.empty() || !later_.empty(); });
+        if (queue_.empty() && later_.empty()) return; // stopping, nothing left
         work.swap(queue_);
+        later.swap(later_);
       }
-      commit_group(work);
+      commit_group(work, later);
       work.clear();
+      later.clear();
       if (ids_.size() > options_.id_cache) evict_ids();
       cached_ids_.store(ids_.size(), std::memory_order_relaxed);
     }
@@ -515,8 +535,9 @@ private:
     }
   }
 
-  /// One write for every valid request of the group.
-  void commit_group(std::vector<request>& group) {
+  /// One write for every valid request of the group, after the writes
+  /// `write_later` queued for it.
+  void commit_group(std::vector<request>& group, const std::vector<table_write>& later) {
     ++groups_;
     // In key order: consecutive memtable inserts then land next to each
     // other. Requests of one ID keep their relative order (stable sort).
@@ -528,6 +549,7 @@ private:
       });
     batch_.Clear();
     accepted_.clear();
+    for (auto& w : later) put_table(w);
     std::uint64_t events = 0;
     for (auto* r : order_) {
       id_entry* id = nullptr;
@@ -562,18 +584,13 @@ private:
         r->done({});
         continue;
       }
-      for (auto& w : r->tables) {
-        if (w.value)
-          batch_.Put(table_cf(w.table), w.key, *w.value);
-        else
-          batch_.Delete(table_cf(w.table), w.key);
-      }
+      for (auto& w : r->tables) put_table(w);
       for (auto& e : r->events) put_event(id->prefix, e);
       accepted_.push_back({r, id, id ? id->highest : 0});
       if (!r->events.empty()) id->highest = r->events.back().seq;
       events += r->events.size();
     }
-    if (accepted_.empty()) return;
+    if (accepted_.empty() && later.empty()) return;
     auto wo = write_options();
     auto st = db_->Write(wo, &batch_);
     std::error_code ec;
@@ -589,6 +606,13 @@ private:
         if (a->id) a->id->highest = a->highest_before;
     }
     for (auto& a : accepted_) a.r->done(ec);
+  }
+
+  void put_table(const table_write& w) {
+    if (w.value)
+      batch_.Put(table_cf(w.table), w.key, *w.value);
+    else
+      batch_.Delete(table_cf(w.table), w.key);
   }
 
   /// Adds one event to the batch, without building its key or value in a
@@ -645,6 +669,7 @@ private:
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<request> queue_;
+  std::vector<table_write> later_; // write_later's, for the next group
   bool stopping_ = false;
   std::thread writer_;
 
