@@ -191,6 +191,17 @@ inline std::string key_prefix(std::string_view pid) {
   return k;
 }
 
+/// `prefix` (a `key_prefix`), then `kind` unless it is 0, then `id`: built
+/// in one allocation.
+inline std::string key(std::string_view prefix, char kind, std::string_view id) {
+  std::string k;
+  k.reserve(prefix.size() + 1 + id.size());
+  k += prefix;
+  if (kind != 0) k += kind;
+  k += id;
+  return k;
+}
+
 /// A delivery recorded and not yet confirmed.
 struct outgoing {
   std::string to;
@@ -292,8 +303,8 @@ public:
                                                   std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
   }
 
-  std::string pending_key(std::string_view id) const { return prefix_ + 'p' + std::string(id); }
-  std::string dead_key(std::string_view id) const { return prefix_ + 'x' + std::string(id); }
+  std::string pending_key(std::string_view id) const { return key(prefix_, 'p', id); }
+  std::string dead_key(std::string_view id) const { return key(prefix_, 'x', id); }
   const std::string& prefix() const noexcept { return prefix_; }
 
   /// Binds the endpoint, and sends what recovery found pending at once.
@@ -365,6 +376,18 @@ public:
       reserved_ -= std::min(out.size(), reserved_);
     }
     add(std::move(out));
+  }
+
+  /// One delivery whose intent is durable (it was reserved).
+  void add_reserved(outgoing o) {
+    std::optional<message> m;
+    {
+      std::lock_guard g(mutex_);
+      reserved_ -= std::min<std::size_t>(1, reserved_);
+      if (closed_) return;
+      m = track(std::move(o), clock::now());
+    }
+    if (m) net_->send(std::move(*m));
   }
 
   /// One copy per sender and ID waits in the mailbox at most: while it
@@ -441,13 +464,14 @@ private:
     pending_.erase(it);
   }
 
-  /// Copies are told apart by sender and ID: each sender gets its
-  /// acknowledgement.
-  static std::string queue_key(const message& m) {
-    std::string k = m.from;
-    k += '\0';
-    k += m.id.str();
-    return k;
+  /// Copies are told apart by sender and ID (each sender gets its
+  /// acknowledgement), by a 64-bit hash of both: should two waiting
+  /// deliveries ever share it, the later one's copy is dropped and sent
+  /// again by its sender, as any dropped copy is.
+  static std::uint64_t queue_key(const message& m) {
+    const std::uint64_t a = std::hash<std::string_view>{}(m.from);
+    const std::uint64_t b = std::hash<std::string_view>{}(m.id.str());
+    return a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
   }
 
   void add(std::vector<outgoing> out) {
@@ -456,17 +480,23 @@ private:
       std::lock_guard g(mutex_);
       if (closed_) return;
       const auto t = clock::now();
-      for (auto& o : out) {
-        auto [it, fresh] = pending_.try_emplace(o.id);
-        if (!fresh) continue; // delivered again under the same ID: one delivery
-        it->second.out = std::move(o);
-        it->second.attempts = 1;
-        schedule(it->second, it->first, t + backoff(1));
-        now.push_back(to_message(it->second.out));
-        ++stats_.sent;
-      }
+      for (auto& o : out)
+        if (auto m = track(std::move(o), t)) now.push_back(std::move(*m));
     }
     for (auto& m : now) net_->send(std::move(m));
+  }
+
+  /// With the mutex held: tracks `o`, due again after the first backoff,
+  /// and gives the message to send now — none if a delivery under its ID
+  /// is unconfirmed already (then it is that delivery).
+  std::optional<message> track(outgoing&& o, clock::time_point t) {
+    auto [it, fresh] = pending_.try_emplace(o.id);
+    if (!fresh) return std::nullopt;
+    it->second.out = std::move(o);
+    it->second.attempts = 1;
+    schedule(it->second, it->first, t + backoff(1));
+    ++stats_.sent;
+    return to_message(it->second.out);
   }
 
   message to_message(const outgoing& o) const {
@@ -577,7 +607,7 @@ private:
   std::minstd_rand rng_;
   std::unordered_map<std::string, entry> pending_;
   schedule_map schedule_; // pending deliveries by the time they are due again
-  std::unordered_set<std::string> queued_; // received (sender, ID), waiting in the mailbox
+  std::unordered_set<std::uint64_t> queued_; // received (sender, ID) (queue_key), waiting in the mailbox
   std::size_t reserved_ = 0;
   std::vector<waiter> waiters_;
   delivery_stats stats_;
@@ -735,9 +765,7 @@ public:
       link_->unreserve(1);
       throw;
     }
-    std::vector<detail::outgoing> one;
-    one.push_back(std::move(o));
-    link_->add_reserved(std::move(one));
+    link_->add_reserved(std::move(o));
     co_return true;
   }
 
@@ -786,9 +814,7 @@ protected:
       unit_out_.push_back(std::move(o));
       co_return;
     }
-    std::vector<detail::outgoing> one;
-    one.push_back(std::move(o));
-    link_->add_reserved(std::move(one));
+    link_->add_reserved(std::move(o));
   }
 
   const delivery_options& delivery_settings() const noexcept { return options_; }
@@ -882,7 +908,7 @@ private:
     return t;
   }
 
-  std::string dedup_key(std::string_view id) const { return detail::key_prefix(this->pid()) + std::string(id); }
+  std::string dedup_key(std::string_view id) const { return detail::key(link_->prefix(), 0, id); }
 
   /// On the journal's thread: the pending deliveries and the dedup marks.
   void load(std::vector<detail::outgoing>& pending) {
