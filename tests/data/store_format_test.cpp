@@ -1,0 +1,154 @@
+// A store written by an earlier troupe (on-disk format 1, tests/data/
+// store-format-1, written by make_store.cpp) opens, and every layer reads
+// its records: events and snapshots, the deletion watermark, pending
+// deliveries and dead letters, dedup marks, outbox records.
+#include "store_actors.hpp"
+
+#include <troupe/persistence/rocksdb_store.hpp>
+
+#include "../persistence/temp_dir.hpp"
+#include "../support.hpp"
+
+#include <asio/use_future.hpp>
+
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+using namespace store_data;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+fs::path format_1_store() { return fs::path(TROUPE_TEST_DATA) / "store-format-1"; }
+
+/// A copy to open: opening a store may write to it.
+void copy_store(const fs::path& to) {
+  fs::copy(format_1_store(), to, fs::copy_options::recursive);
+}
+
+template <class Ready>
+bool eventually(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + test::deadline;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+/// Captures the acknowledgements sent to one name.
+class ack_probe final : public td::endpoint {
+public:
+  void receive(td::message) override {}
+  void acknowledge(td::acknowledgement a) override {
+    std::lock_guard g(m_);
+    acks_.push_back(std::move(a));
+  }
+  std::vector<td::acknowledgement> acks() {
+    std::lock_guard g(m_);
+    return acks_;
+  }
+
+private:
+  std::mutex m_;
+  std::vector<td::acknowledgement> acks_;
+};
+
+struct paid {
+  te::outcome execute(const te::operation& op) {
+    ++runs;
+    return te::outcome::completed("paid " + op.id);
+  }
+  int runs = 0;
+};
+
+} // namespace
+
+TEST_CASE("a store written by format 1 opens and every layer reads its records") {
+  test::temp_dir dir;
+  copy_store(dir.path);
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto store = std::make_shared<tp::rocksdb_store>(dir.str());
+  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+  auto net = td::attach(sys);
+
+  SECTION("events, snapshots and the deletion watermark") {
+    tp::persistence_options snapshots;
+    snapshots.snapshots.every = 3;
+    snapshots.snapshots.keep = 1;
+    auto c = sys.spawn<counter>(troupe::persistence_id{"counter-1"}, snapshots);
+    CHECK(c.ask(current{}, asio::use_future).get() == 15);
+    std::optional<tp::snapshot_record> snap;
+    REQUIRE_FALSE(store->load_snapshot("counter-1", {}, snap));
+    REQUIRE(snap);
+    CHECK(snap->seq == 3);
+    CHECK(c.ask(increment{1}, asio::use_future).get() == 16);
+    CHECK(store->highest_sequence_nr("counter-1") == 6);
+
+    CHECK(store->highest_sequence_nr("trimmed-1") == 4);
+    std::vector<tp::sequence_nr> seqs;
+    REQUIRE_FALSE(store->replay("trimmed-1", 1, tp::max_sequence_nr, 100,
+                                [&](const tp::event_record& e) { seqs.push_back(e.seq); }));
+    CHECK(seqs == std::vector<tp::sequence_nr>{3, 4});
+  }
+
+  SECTION("a dedup mark answers a duplicate with the stored reply") {
+    td::delivery_options o;
+    o.dedup.retention = std::chrono::milliseconds::max();
+    auto probe = std::make_shared<ack_probe>();
+    net->bind("shop-1", probe);
+    auto w = sys.spawn<warehouse>(troupe::persistence_id{"warehouse-1"}, o);
+    CHECK(w.ask(placed_count{}, asio::use_future).get() == 1);
+    net->send(td::message{"warehouse-1", "shop-1", td::delivery_id("picklist:9"), "data.picklist", 1, R"({"order":9})"});
+    REQUIRE(eventually([&] { return !probe->acks().empty(); }));
+    auto a = probe->acks().front();
+    CHECK(a.id.str() == "picklist:9");
+    REQUIRE(a.reply);
+    CHECK(*a.reply == R"("bin-9")");
+    auto st = w.ask(td::delivery_status{}, asio::use_future).get();
+    CHECK(st.processed == 0);
+    CHECK(st.duplicates == 1);
+    CHECK(w.ask(placed_count{}, asio::use_future).get() == 1);
+  }
+
+  SECTION("pending deliveries are sent again and dead letters are listed") {
+    td::delivery_options o;
+    o.redelivery.initial_backoff = 10ms;
+    o.redelivery.max_backoff = 50ms;
+    o.dedup.retention = std::chrono::milliseconds::max();
+    auto w = sys.spawn<warehouse>(troupe::persistence_id{"warehouse-offline"}, o);
+    auto s = sys.spawn<shop>(troupe::persistence_id{"shop-1"}, o);
+    CHECK(s.ask(placed_count{}, asio::use_future).get() == 4);
+    REQUIRE(eventually([&] { return w.ask(placed_count{}, asio::use_future).get() == 2; }));
+    REQUIRE(eventually([&] { return s.ask(td::delivery_status{}, asio::use_future).get().unconfirmed == 0; }));
+    auto dead = s.ask(td::list_dead_letters{}, asio::use_future).get();
+    REQUIRE(dead.size() == 1);
+    CHECK(dead[0].id.str() == "lost:1");
+    CHECK(dead[0].to == "nobody");
+    CHECK(dead[0].manifest == "data.picklist");
+    CHECK(dead[0].attempts == 1);
+  }
+
+  SECTION("a pending outbox record is executed and its owner learns the outcome") {
+    td::delivery_options o;
+    o.redelivery.initial_backoff = 10ms;
+    o.redelivery.max_backoff = 50ms;
+    o.dedup.retention = std::chrono::milliseconds::max();
+    auto own = sys.spawn<owner>(troupe::persistence_id{"owner-1"}, o);
+    CHECK(own.ask(effect_of{"order:1:payment"}, asio::use_future).get().status == te::effect_status::pending);
+    auto adapter = std::make_shared<paid>();
+    te::adapters a;
+    a.add("data.payment", adapter);
+    te::dispatcher_options d;
+    d.delivery = o;
+    te::spawn_dispatcher(sys, std::move(a), d);
+    REQUIRE(eventually([&] {
+      return own.ask(effect_of{"order:1:payment"}, asio::use_future).get().status == te::effect_status::completed;
+    }));
+    auto e = own.ask(effect_of{"order:1:payment"}, asio::use_future).get();
+    CHECK(e.result_as<std::string>() == "paid order:1:payment");
+    CHECK(adapter->runs == 1);
+  }
+}
