@@ -159,8 +159,8 @@ void deliver_confirm(benchmark::State& state, tp::durability mode) {
     temp_dir dir;
     auto store = std::make_shared<tp::rocksdb_store>(dir.str(), tp::rocksdb_options{.durability = mode});
     troupe::actor_system sys(troupe::system_config{.threads = 2});
-    tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
-    td::attach(sys);
+    tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+    td::set_transport(sys);
     std::vector<troupe::actor_ref<line_receiver>> receivers;
     std::vector<troupe::actor_ref<line_sender>> senders;
     for (int i = 0; i < pairs; ++i)

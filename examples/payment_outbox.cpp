@@ -9,7 +9,8 @@
 //   payment_outbox [directory]      (default: a fresh temporary directory)
 #include <troupe/troupe.hpp>
 #include <troupe/effects/effectful_actor.hpp>
-#include <troupe/effects/simulators.hpp>
+#include <troupe/testing/email_service.hpp>
+#include <troupe/testing/payment_gateway.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
 #include <asio/use_future.hpp>
@@ -21,7 +22,7 @@
 #include <thread>
 
 namespace te = troupe::effects;
-namespace tk = troupe::effects::testkit;
+namespace tk = troupe::testing;
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
 namespace json = boost::json;
@@ -86,8 +87,8 @@ int main(int argc, char** argv) {
   const auto dir = argc > 1 ? std::filesystem::path(argv[1])
                             : std::filesystem::temp_directory_path() / ("troupe-payment-outbox-" + std::to_string(rd()));
   troupe::actor_system sys;
-  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
-  td::attach(sys);
+  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
+  td::set_transport(sys);
 
   // The external systems, with their faults (seeded).
   tk::simulator_options go;

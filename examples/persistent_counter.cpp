@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   // One store per system, opened once (a second process is refused: the
   // store is locked). Durability: sync, an fsync per group commit.
   auto store = std::make_shared<tp::rocksdb_store>(argv[1]);
-  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
 
   tp::persistence_options options;
   options.snapshots.every = 100;          // a snapshot every 100 events,

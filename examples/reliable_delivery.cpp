@@ -6,7 +6,7 @@
 //
 //   reliable_delivery [directory]      (default: a fresh temporary directory)
 #include <troupe/troupe.hpp>
-#include <troupe/delivery/faulty_transport.hpp>
+#include <troupe/testing/faulty_transport.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
@@ -107,13 +107,13 @@ int main(int argc, char** argv) {
   const auto dir = argc > 1 ? std::filesystem::path(argv[1])
                             : std::filesystem::temp_directory_path() / ("troupe-reliable-delivery-" + std::to_string(rd()));
   troupe::actor_system sys;
-  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
+  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
 
   // The network: loses and duplicates messages and acknowledgements.
-  auto net = std::make_shared<td::faulty_transport>(std::make_shared<td::local_transport>(), sys.get_executor(), 42);
+  auto net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(), sys.get_executor(), 42);
   net->set_message_faults({.drop = 0.3, .duplicate = 0.2, .reorder = 0.1});
   net->set_ack_faults({.drop = 0.3, .duplicate = 0.2});
-  td::attach(sys, net);
+  td::set_transport(sys, net);
 
   td::delivery_options o;
   o.redelivery.initial_backoff = std::chrono::milliseconds(20);

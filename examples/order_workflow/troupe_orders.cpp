@@ -195,8 +195,8 @@ int run(const args& a) {
 
   troupe::actor_system sys;
   auto store = std::make_shared<tp::rocksdb_store>(store_dir(a).string()); // sync: survives power loss
-  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
-  td::attach(sys);
+  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+  td::set_transport(sys);
 
   te::retry_policy retries;
   retries.max_attempts = 100;
@@ -256,7 +256,7 @@ boost::json::object verify(const args& a) {
       order_state s;
       auto ec = store.replay(order_pid(n), 1, tp::max_sequence_nr, UINT64_MAX,
                              [&](const tp::event_record& r) { s.apply_manifest(r.manifest); });
-      if (ec) throw troupe::error(troupe::errc::storage_failure, "reading " + order_pid(n) + ": " + ec.message());
+      if (ec) throw troupe::error(troupe::persistence::errc::storage_failure, "reading " + order_pid(n) + ": " + ec.message());
       if (!s.placed) continue;
       known.insert(n);
       if (s.complete()) ++completed;

@@ -15,7 +15,8 @@
 #include <troupe/troupe.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/effects/effectful_actor.hpp>
-#include <troupe/effects/simulators.hpp>
+#include <troupe/testing/email_service.hpp>
+#include <troupe/testing/payment_gateway.hpp>
 
 #include <functional>
 #include <string>
@@ -23,7 +24,7 @@
 namespace orders {
 
 namespace te = troupe::effects;
-namespace tk = troupe::effects::testkit;
+namespace tk = troupe::testing;
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
 namespace json = boost::json;

@@ -133,7 +133,7 @@ public:
     s.pool->stop();
     s.pool->join();
     // A thread outside the pool may still be returning from a post into it.
-    while (detail::posts_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    detail::posts_in_flight.wait_idle();
     // Actors still suspended in a coroutine handler past the timeout.
     for (;;) {
       detail::cell_base* c;
@@ -146,7 +146,7 @@ public:
       c->force_stop();
       c->release();
     }
-    while (detail::posts_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    detail::posts_in_flight.wait_idle();
     s.pool.reset();
   }
 
@@ -179,6 +179,19 @@ public:
         return;
       }
     extensions_.emplace_back(&extension_key<T>, std::move(value));
+  }
+
+  /// The extension of type `T`, made by `make()` (a `std::shared_ptr<T>`)
+  /// and kept if there is none yet: two threads asking at once get the
+  /// same one. `make` runs with the extensions locked: it must not use them.
+  template <class T, class F>
+  std::shared_ptr<T> extension_or(F&& make) {
+    std::lock_guard g(extensions_mutex_);
+    for (auto& [key, v] : extensions_)
+      if (key == &extension_key<T>) return std::static_pointer_cast<T>(v);
+    std::shared_ptr<T> made = std::forward<F>(make)();
+    extensions_.emplace_back(&extension_key<T>, made);
+    return made;
   }
 
   /// The extension of type `T`, or null.

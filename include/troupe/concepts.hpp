@@ -8,6 +8,8 @@
 // library configuration, which must be the same in every translation unit.
 #include <cstddef>
 
+#include <troupe/hooks.hpp>
+
 #include <asio/awaitable.hpp>
 
 #include <type_traits>
@@ -16,7 +18,8 @@
 namespace troupe {
 
 /// `A` is an actor type that has a `handle` member accepting a message of
-/// type `M` (by value, by `const&` or by `&&`).
+/// type `M` (by value, by `const&` or by `&&`), or a library base's
+/// `troupe_handle` for it (see `troupe/hooks.hpp`).
 ///
 /// `actor_ref<A>::tell(m)` and `ask(m)` are constrained on it, so a message
 /// the actor does not handle is rejected at compile time with a diagnostic
@@ -26,18 +29,6 @@ concept handles = requires(A& actor, M&& msg) { actor.handle(std::move(msg)); } 
                   requires(A& actor, M&& msg) { actor.troupe_handle(std::move(msg)); };
 
 namespace detail {
-
-/// Calls `actor.handle(msg)`, or `actor.troupe_handle(msg)` when there is no
-/// such `handle`: the hook through which a library base class (such as
-/// `delivery::reliable_actor`) handles its own messages, which a derived
-/// class's `handle` overloads would otherwise hide.
-template <class A, class M>
-decltype(auto) invoke_handle(A& actor, M&& msg) {
-  if constexpr (requires { actor.handle(std::forward<M>(msg)); })
-    return actor.handle(std::forward<M>(msg));
-  else
-    return actor.troupe_handle(std::forward<M>(msg));
-}
 
 template <class X>
 struct awaitable_traits {

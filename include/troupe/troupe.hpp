@@ -1,7 +1,9 @@
 #pragma once
 
 /// \file
-/// Everything in troupe's core: actors on Asio executors.
+/// Everything in troupe's core: actors on Asio executors. Also brings
+/// `asio::use_future`, so that a plain thread can wait for an ask:
+/// `c.ask(total{}, asio::use_future).get()`.
 
 #include <troupe/actor_ref.hpp>
 #include <troupe/actor_system.hpp>
@@ -9,6 +11,10 @@
 #include <troupe/config.hpp>
 #include <troupe/context.hpp>
 #include <troupe/error.hpp>
+#include <troupe/hooks.hpp>
 #include <troupe/lifecycle.hpp>
 #include <troupe/supervision.hpp>
 #include <troupe/task.hpp>
+#include <troupe/version.hpp>
+
+#include <asio/use_future.hpp>

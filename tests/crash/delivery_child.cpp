@@ -5,7 +5,7 @@
 // delivery it processes. With "finish" it exits 0 once every delivery is
 // confirmed; otherwise it runs until killed. Prints "ready" once recovered.
 #include <troupe/troupe.hpp>
-#include <troupe/delivery/faulty_transport.hpp>
+#include <troupe/testing/faulty_transport.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
@@ -113,12 +113,12 @@ int main(int argc, char** argv) {
   const bool finish = argc > 4 && std::string(argv[4]) == "finish";
 
   troupe::actor_system sys(troupe::system_config{.threads = 2});
-  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
-  auto net = std::make_shared<td::faulty_transport>(std::make_shared<td::local_transport>(), sys.get_executor(), seed);
-  td::fault_rates faults{.drop = 0.1, .duplicate = 0.1, .reorder = 0.1, .delay = 0.05, .max_delay = std::chrono::milliseconds(20)};
+  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
+  auto net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(), sys.get_executor(), seed);
+  troupe::testing::fault_rates faults{.drop = 0.1, .duplicate = 0.1, .reorder = 0.1, .delay = 0.05, .max_delay = std::chrono::milliseconds(20)};
   net->set_message_faults(faults);
   net->set_ack_faults(faults);
-  td::attach(sys, net);
+  td::set_transport(sys, net);
 
   td::delivery_options o;
   o.redelivery.initial_backoff = std::chrono::milliseconds(20);

@@ -172,7 +172,7 @@ int run(int argc, char** argv) {
     }
     recorded += static_cast<long>(sent.size());
     std::size_t left = 0;
-    store.scan(tp::table::deliveries, td::detail::key_prefix(sid), [&](auto, auto) { return ++left, true; });
+    store.scan(store.open_table("deliveries"), td::detail::key_prefix(sid), [&](auto, auto) { return ++left, true; });
     if (left != 0) fail(sid + ": " + std::to_string(left) + " deliveries unconfirmed or dead-lettered");
   }
   for (auto& [id, n] : effects)

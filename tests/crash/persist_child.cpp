@@ -48,7 +48,7 @@ public:
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   troupe::actor_system sys(troupe::system_config{.threads = 2});
-  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
+  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
   tp::persistence_options snapshotting;
   snapshotting.snapshots.every = 7;
   snapshotting.snapshots.keep = 2;

@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
   {
     troupe::actor_system sys(troupe::system_config{.threads = 2});
     auto store = std::make_shared<tp::rocksdb_store>(dir.string());
-    tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
-    td::attach(sys);
+    tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+    td::set_transport(sys);
 
     // Events and a snapshot at 3.
     tp::persistence_options snapshots;

@@ -71,8 +71,8 @@ TEST_CASE("a store written by format 1 opens and every layer reads its records")
   copy_store(dir.path);
   troupe::actor_system sys(troupe::system_config{.threads = 2});
   auto store = std::make_shared<tp::rocksdb_store>(dir.str());
-  tp::attach(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
-  auto net = td::attach(sys);
+  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+  auto net = td::set_transport(sys);
 
   SECTION("events, snapshots and the deletion watermark") {
     tp::persistence_options snapshots;

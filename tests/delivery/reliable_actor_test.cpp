@@ -3,8 +3,8 @@
 #include <troupe/delivery/reliable_actor.hpp>
 
 #include <troupe/actor_system.hpp>
-#include <troupe/delivery/faulty_transport.hpp>
-#include <troupe/persistence/faulty_journal.hpp>
+#include <troupe/testing/faulty_transport.hpp>
+#include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 
 #include "../support.hpp"
@@ -184,9 +184,9 @@ td::delivery_options fast_options() {
 
 struct world {
   std::shared_ptr<tp::memory_store> store = std::make_shared<tp::memory_store>();
-  std::shared_ptr<tp::faulty_journal> journal;
+  std::shared_ptr<troupe::testing::faulty_journal> journal;
   std::unique_ptr<troupe::actor_system> sys;
-  std::shared_ptr<td::faulty_transport> net;
+  std::shared_ptr<troupe::testing::faulty_transport> net;
   std::shared_ptr<probe> probes = std::make_shared<probe>();
 
   world() { boot(); }
@@ -195,11 +195,11 @@ struct world {
   void boot(std::uint64_t seed = 1) {
     sys.reset();
     journal.reset();
-    journal = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    journal = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
     sys = std::make_unique<troupe::actor_system>();
-    tp::attach(*sys, journal);
-    net = std::make_shared<td::faulty_transport>(std::make_shared<td::local_transport>(), sys->get_executor(), seed);
-    td::attach(*sys, net);
+    tp::set_journal(*sys, journal);
+    net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(), sys->get_executor(), seed);
+    td::set_transport(*sys, net);
   }
 
   /// The kill: the process goes away with whatever it had in memory.
@@ -216,7 +216,7 @@ struct world {
   std::size_t pending_in_store(const std::string& pid) {
     std::size_t n = 0;
     auto prefix = td::detail::key_prefix(pid) + 'p';
-    REQUIRE_FALSE(store->scan(tp::table::deliveries, prefix, [&](auto, auto) { return ++n, true; }));
+    REQUIRE_FALSE(store->scan(store->open_table("deliveries"), prefix, [&](auto, auto) { return ++n, true; }));
     return n;
   }
 
@@ -282,7 +282,7 @@ TEST_CASE("the intent is written with the event that causes it, or not at all") 
   CHECK(w.pending_in_store("sender") == 3);
   CHECK(w.store->highest_sequence_nr("sender") == 2);
   std::vector<std::string> ids;
-  REQUIRE_FALSE(w.store->scan(tp::table::deliveries, td::detail::key_prefix("sender") + 'p', [&](auto k, auto) {
+  REQUIRE_FALSE(w.store->scan(w.store->open_table("deliveries"), td::detail::key_prefix("sender") + 'p', [&](auto k, auto) {
     ids.emplace_back(k.substr(td::detail::key_prefix("sender").size() + 1));
     return true;
   }));
@@ -419,7 +419,7 @@ TEST_CASE("a duplicate after the retention window is processed again (documented
   // The mark is swept...
   REQUIRE(w.eventually([&] {
     std::size_t n = 0;
-    REQUIRE_FALSE(w.store->scan(tp::table::dedup, td::detail::key_prefix("receiver"), [&](auto, auto) { return ++n, true; }));
+    REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup"), td::detail::key_prefix("receiver"), [&](auto, auto) { return ++n, true; }));
     return n == 0;
   }));
   // ...so a copy of the old message (from outside any sender's horizon) runs
@@ -556,7 +556,7 @@ TEST_CASE("under drops, duplicates, reordering and delays, each delivery's effec
   for (int round = 0; round < 4; ++round) {
     world w;
     w.boot(rng());
-    td::fault_rates faults{.drop = 0.3, .duplicate = 0.2, .reorder = 0.2, .delay = 0.1, .max_delay = 20ms};
+    troupe::testing::fault_rates faults{.drop = 0.3, .duplicate = 0.2, .reorder = 0.2, .delay = 0.1, .max_delay = 20ms};
     w.net->set_message_faults(faults);
     w.net->set_ack_faults(faults);
     auto o = fast_options();

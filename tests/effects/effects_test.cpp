@@ -1,11 +1,12 @@
 // Side effects on external systems: the effect state machine, the outbox
 // and its dispatcher, adapters, retries, operators, retention, crashes.
 #include <troupe/effects/effectful_actor.hpp>
-#include <troupe/effects/simulators.hpp>
+#include <troupe/testing/email_service.hpp>
+#include <troupe/testing/payment_gateway.hpp>
 
 #include <troupe/actor_system.hpp>
 #include <troupe/delivery/transport.hpp>
-#include <troupe/persistence/faulty_journal.hpp>
+#include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 
 #include "../support.hpp"
@@ -22,7 +23,7 @@
 #include <set>
 
 namespace te = troupe::effects;
-namespace tk = troupe::effects::testkit;
+namespace tk = troupe::testing;
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
 namespace json = boost::json;
@@ -303,7 +304,7 @@ te::dispatcher_options fast_dispatcher(std::string name = "dispatcher") {
 
 struct world {
   std::shared_ptr<tp::memory_store> store = std::make_shared<tp::memory_store>();
-  std::shared_ptr<tp::faulty_journal> journal;
+  std::shared_ptr<troupe::testing::faulty_journal> journal;
   std::unique_ptr<troupe::actor_system> sys;
   std::shared_ptr<probe> probes = std::make_shared<probe>();
 
@@ -313,10 +314,10 @@ struct world {
   void boot() {
     sys.reset();
     journal.reset();
-    journal = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    journal = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
     sys = std::make_unique<troupe::actor_system>();
-    tp::attach(*sys, journal);
-    td::attach(*sys);
+    tp::set_journal(*sys, journal);
+    td::set_transport(*sys);
   }
 
   /// The kill: the process goes away with whatever it had in memory
@@ -351,7 +352,7 @@ struct world {
   /// The outbox record of `id` in the store, if any.
   std::optional<te::effect_info> record(const std::string& id) {
     std::optional<std::string> v;
-    REQUIRE_FALSE(store->get(tp::table::outbox, te::detail::outbox_key(id), v));
+    REQUIRE_FALSE(store->get(store->open_table("outbox"), te::detail::outbox_key(id), v));
     if (!v) return std::nullopt;
     return te::detail::decode(id, *v).info;
   }

@@ -1,7 +1,7 @@
 #include <troupe/persistence/persistent_actor.hpp>
 
 #include <troupe/actor_system.hpp>
-#include <troupe/persistence/faulty_journal.hpp>
+#include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
@@ -158,7 +158,7 @@ TEST_CASE("an event over the size limit is rejected: nothing written, state unch
 
 TEST_CASE("a storage failure fails the handler, and the restarted actor recovers what is durable") {
   tp::memory_store store;
-  auto faulty = std::make_shared<tp::faulty_journal>(journal_for(store));
+  auto faulty = std::make_shared<troupe::testing::faulty_journal>(journal_for(store));
   troupe::actor_system sys;
   auto c = sys.spawn<counter>(tp::persistence_id{"c-3"}, faulty);
   CHECK(test::get(c.ask(add{4}, asio::use_future)) == 4);
@@ -180,7 +180,7 @@ TEST_CASE("a storage failure fails the handler, and the restarted actor recovers
 TEST_CASE("a failing replay stops the actor from starting until recovery succeeds") {
   tp::memory_store store;
   REQUIRE(!store.write("c-4", {{1, "test.added", 1, "{\"n\":3}"}}));
-  auto faulty = std::make_shared<tp::faulty_journal>(journal_for(store));
+  auto faulty = std::make_shared<troupe::testing::faulty_journal>(journal_for(store));
   faulty->fail_next_replays(2);
   troupe::actor_system sys;
   auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::restart(5, std::chrono::seconds(10), std::chrono::milliseconds(1), std::chrono::milliseconds(1))},

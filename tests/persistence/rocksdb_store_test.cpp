@@ -15,13 +15,18 @@ namespace tp = troupe::persistence;
 namespace {
 std::vector<tp::event_record> one(tp::sequence_nr seq) { return {{seq, "m", 1, "payload"}}; }
 
-troupe::errc open_error(const std::string& path) {
+std::error_code open_error(const std::string& path) {
   try {
     tp::rocksdb_store s(path);
   } catch (const troupe::error& e) {
-    return static_cast<troupe::errc>(e.code().value());
+    return e.code();
   }
-  return troupe::errc{};
+  return {};
+}
+
+/// `v` as 4 big-endian bytes, as the format version is stored.
+std::string u32_be(std::uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
 }
 } // namespace
 
@@ -34,25 +39,23 @@ TEST_CASE("events survive closing and reopening the store") {
   }
   tp::rocksdb_store s(dir.str());
   CHECK(s.highest_sequence_nr("p") == 2);
-  CHECK(s.write("p", one(2)) == troupe::errc::sequence_mismatch); // never reused after a restart
+  CHECK(s.write("p", one(2)) == troupe::persistence::errc::sequence_mismatch); // never reused after a restart
   CHECK(!s.write("p", one(3)));
 }
 
 TEST_CASE("a store already open elsewhere fails to open with store_locked") {
   test::temp_dir dir;
   tp::rocksdb_store first(dir.str());
-  CHECK(open_error(dir.str()) == troupe::errc::store_locked);
+  CHECK(open_error(dir.str()) == troupe::persistence::errc::store_locked);
 }
 
 TEST_CASE("a store of a newer format fails to open with store_format_too_new") {
   test::temp_dir dir;
   {
     tp::rocksdb_store s(dir.str());
-    std::string v;
-    tp::detail::put_u32(v, tp::rocksdb_store::format_version + 1);
-    REQUIRE(s.db().Put(rocksdb::WriteOptions{}, s.meta_cf(), "format", v).ok());
+    REQUIRE(s.db().Put(rocksdb::WriteOptions{}, s.meta_cf(), "format", u32_be(tp::rocksdb_store::format_version + 1)).ok());
   }
-  CHECK(open_error(dir.str()) == troupe::errc::store_format_too_new);
+  CHECK(open_error(dir.str()) == troupe::persistence::errc::store_format_too_new);
 }
 
 TEST_CASE("a record with a bad checksum fails the replay with corrupt_record") {
@@ -67,7 +70,7 @@ TEST_CASE("a record with a bad checksum fails the replay with corrupt_record") {
   REQUIRE(s.db().Put(rocksdb::WriteOptions{}, s.journal_cf(), key, v).ok());
   std::vector<tp::sequence_nr> seen;
   auto ec = s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { seen.push_back(e.seq); });
-  CHECK(ec == troupe::errc::corrupt_record);
+  CHECK(ec == troupe::persistence::errc::corrupt_record);
   CHECK(seen == std::vector<tp::sequence_nr>{1});
 }
 
@@ -89,13 +92,44 @@ TEST_CASE("concurrent writers are group-committed into shared writes") {
   for (int w = 0; w < writers; ++w) CHECK(s.highest_sequence_nr("writer-" + std::to_string(w)) == per_writer);
 }
 
-TEST_CASE("every column family of the layout exists") {
+TEST_CASE("the store's own column families exist, and each table opened is a column family of its name") {
   test::temp_dir dir;
-  { tp::rocksdb_store s(dir.str()); }
+  {
+    tp::rocksdb_store s(dir.str());
+    auto a = s.open_table("alpha");
+    CHECK(s.open_table("alpha") == a);
+    CHECK(s.open_table("beta") != a);
+    for (auto* reserved : {"journal", "snapshots", "meta", "default", ""})
+      CHECK_THROWS_MATCHES(s.open_table(reserved), troupe::error,
+                           Catch::Predicate<troupe::error>([](auto& e) { return e.code() == troupe::errc::invalid_argument; }));
+  }
   std::vector<std::string> names;
   REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.str(), &names).ok());
-  for (auto* cf : {"journal", "snapshots", "meta", "deliveries", "dedup", "outbox"})
+  for (auto* cf : {"journal", "snapshots", "meta", "alpha", "beta"})
     CHECK(std::find(names.begin(), names.end(), cf) != names.end());
+  // Reopened, the store has its tables again, under the same names.
+  tp::rocksdb_store s(dir.str());
+  auto a = s.open_table("alpha");
+  REQUIRE(!s.write("", {}, {tp::table_write::put(a, "k", "v")}));
+  std::optional<std::string> v;
+  REQUIRE(!s.get(a, "k", v));
+  CHECK(v == "v");
+}
+
+TEST_CASE("a table of another store, or no table, is refused and nothing is written") {
+  test::temp_dir d1, d2;
+  tp::rocksdb_store s1(d1.str()), s2(d2.str());
+  auto mine = s1.open_table("t");
+  (void)s2.open_table("t");
+  auto theirs = s2.open_table("u");
+  std::optional<std::string> v;
+  CHECK(s1.get(tp::table{}, "k", v) == troupe::errc::invalid_argument);
+  CHECK(s1.write("", {}, {tp::table_write::put(theirs, "k", "v")}) == troupe::errc::invalid_argument);
+  CHECK(s1.write("p", {{1, "m", 1, "x"}}, {tp::table_write::put(mine, "k", "v"), tp::table_write::put(tp::table{}, "k", "v")}) ==
+        troupe::errc::invalid_argument);
+  CHECK(s1.highest_sequence_nr("p") == 0);
+  REQUIRE(!s1.get(mine, "k", v));
+  CHECK(!v);
 }
 
 TEST_CASE("record checksums are CRC-32C, with or without the CPU instruction") {
@@ -171,12 +205,11 @@ TEST_CASE("random appends, deletions and reopens agree with a model") {
 
 TEST_CASE("write_later's changes go into the next group commit, before the writes requested after them") {
   test::temp_dir dir;
-  const auto put = [](std::string k, std::string v) {
-    return tp::table_write::put(tp::table::deliveries, std::move(k), std::move(v));
-  };
-  const auto value_of = [](tp::rocksdb_store& s, const std::string& k) {
+  tp::table t;
+  const auto put = [&](std::string k, std::string v) { return tp::table_write::put(t, std::move(k), std::move(v)); };
+  const auto value_of = [&](tp::rocksdb_store& s, const std::string& k) {
     std::optional<std::string> v;
-    REQUIRE(!s.get(tp::table::deliveries, k, v));
+    REQUIRE(!s.get(t, k, v));
     return v;
   };
   // Keys of every shape: owner-prefixed ones, and ones too short for or
@@ -184,6 +217,7 @@ TEST_CASE("write_later's changes go into the next group commit, before the write
   const std::string owned = std::string("\0\3abc", 5) + "p1", short_key = "k", odd = std::string("\0\x09" "ab", 4);
   {
     tp::rocksdb_store s(dir.str());
+    t = s.open_table("bookkeeping");
     const auto before = s.records_written();
     std::vector<tp::table_write> later;
     later.push_back(put(owned, "first"));
@@ -191,12 +225,12 @@ TEST_CASE("write_later's changes go into the next group commit, before the write
     later.push_back(put(odd, "y"));
     s.write_later(std::move(later));
     // Requested after it: applied after it, in the same group or a later one.
-    REQUIRE(!s.write("", {}, {put(owned, "second")}));
+    REQUIRE(!s.write("", {}, std::vector<tp::table_write>{put(owned, "second")}));
     CHECK(value_of(s, owned) == "second");
     CHECK(value_of(s, short_key) == "x");
     CHECK(value_of(s, odd) == "y");
     std::vector<tp::table_write> erase;
-    erase.push_back(tp::table_write::erase(tp::table::deliveries, short_key));
+    erase.push_back(tp::table_write::erase(t, short_key));
     s.write_later(std::move(erase));
     REQUIRE(!s.flush_writes());
     CHECK_FALSE(value_of(s, short_key));
@@ -207,6 +241,7 @@ TEST_CASE("write_later's changes go into the next group commit, before the write
     s.write_later(std::move(last));
   }
   tp::rocksdb_store s(dir.str());
+  REQUIRE(s.open_table("bookkeeping") == t); // reopened: the same table
   CHECK(value_of(s, short_key) == "at close");
   CHECK(value_of(s, owned) == "second");
 }

@@ -3,7 +3,7 @@
 #include <troupe/persistence/persistent_actor.hpp>
 
 #include <troupe/actor_system.hpp>
-#include <troupe/persistence/faulty_journal.hpp>
+#include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
@@ -162,7 +162,7 @@ public:
   troupe::task<std::string> handle(add_marked c) {
     try {
       added e{c.n};
-      std::vector<tp::table_write> marks{tp::table_write::put(tp::table::dedup, c.mark, std::to_string(c.n))};
+      std::vector<tp::table_write> marks{tp::table_write::put(storage().open_table("marks"), c.mark, std::to_string(c.n))};
       co_await persist_all_with(std::move(marks), e); // named: GCC 12 and temporaries in co_await
 
     } catch (const troupe::error& e) {
@@ -295,7 +295,7 @@ TEST_CASE("with the covered events deleted and no readable snapshot, recovery fa
 
 TEST_CASE("a failed snapshot load falls back to replaying the whole journal") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   {
     troupe::actor_system sys;
     auto a = sys.spawn<ledger>(tp::persistence_id{"l-4"}, faulty, every(4, 2, false));
@@ -337,7 +337,7 @@ TEST_CASE("persistent actors find the journal attached to their system") {
   auto store = std::make_shared<tp::memory_store>();
   {
     troupe::actor_system sys;
-    tp::attach(sys, std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    tp::set_journal(sys, std::make_shared<tp::journal_of<tp::memory_store>>(store));
     auto a = sys.spawn<ledger>(troupe::persistence_id{"l-7"});
     test::get(a.ask(add{4}, asio::use_future));
     CHECK(test::get(a.ask(inspect{}, asio::use_future)).state.total == 4);
@@ -350,13 +350,13 @@ TEST_CASE("persistent actors find the journal attached to their system") {
     FAIL("spawn without an attached journal must throw");
   } catch (const troupe::error& e) {
     CHECK(e.code() == troupe::errc::invalid_argument);
-    CHECK(std::string(e.what()).find("troupe::persistence::attach") != std::string::npos);
+    CHECK(std::string(e.what()).find("troupe::persistence::set_journal") != std::string::npos);
   }
 }
 
 TEST_CASE("a rejected write leaves the state unchanged and the actor running; delayed writes keep commands serial") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   troupe::actor_system sys;
   auto a = sys.spawn<ledger>(tp::persistence_id{"l-8"}, faulty);
   faulty->reject_next_writes(1);
@@ -450,7 +450,7 @@ TEST_CASE("snapshot plus tail equals full replay, for random histories and polic
 
 TEST_CASE("after a storage failure the instance persists nothing more, even when the handler caught it") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   troupe::actor_system sys;
   auto a = sys.spawn<ledger>(tp::persistence_id{"l-10"}, faulty);
   CHECK(test::get(a.ask(try_add{1}, asio::use_future)).empty());
@@ -522,18 +522,18 @@ TEST_CASE("long recoveries apply every event in order, and fail at the exact rec
 
 TEST_CASE("persist_all_with writes the events and the table entries together, or neither") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<tp::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   troupe::actor_system sys;
   auto a = sys.spawn<ledger>(tp::persistence_id{"l-11"}, faulty);
   add_marked first{5, "mark-1"};
   CHECK(test::get(a.ask(std::move(first), asio::use_future)).empty());
   std::optional<std::string> v;
-  REQUIRE(!faulty->get(tp::table::dedup, "mark-1", v));
+  REQUIRE(!faulty->get(faulty->open_table("marks"), "mark-1", v));
   CHECK(v == "5");
   faulty->reject_next_writes(1);
   add_marked second{7, "mark-2"};
   CHECK(test::get(a.ask(std::move(second), asio::use_future)).find("write rejected") != std::string::npos);
-  REQUIRE(!faulty->get(tp::table::dedup, "mark-2", v));
+  REQUIRE(!faulty->get(faulty->open_table("marks"), "mark-2", v));
   CHECK(!v);
   CHECK(store->highest_sequence_nr("l-11") == 1);
   CHECK(test::get(a.ask(inspect{}, asio::use_future)).state.total == 5);

@@ -106,7 +106,7 @@ TEMPLATE_TEST_CASE("deleted events are never replayed and the highest sequence n
   CHECK(replay(f.store, "p").empty());
   CHECK(f.store.highest_sequence_nr("p") == 5);
   // Numbering continues after the highest one, never reusing a number.
-  CHECK(f.store.write("p", events(1, 1)) == troupe::errc::sequence_mismatch);
+  CHECK(f.store.write("p", events(1, 1)) == troupe::persistence::errc::sequence_mismatch);
   REQUIRE(!f.store.write("p", events(6, 6)));
   CHECK(replay(f.store, "p") == V{6});
 }
@@ -117,11 +117,11 @@ TEMPLATE_TEST_CASE("a write of several events is atomic: one with a gap writes n
   REQUIRE(!f.store.write("p", events(1, 2)));
   auto bad = events(3, 5);
   bad[2].seq = 9; // 3, 4, 9
-  CHECK(f.store.write("p", bad) == troupe::errc::sequence_mismatch);
+  CHECK(f.store.write("p", bad) == troupe::persistence::errc::sequence_mismatch);
   CHECK(replay(f.store, "p") == V{1, 2});
   CHECK(f.store.highest_sequence_nr("p") == 2);
-  CHECK(f.store.write("p", events(2, 3)) == troupe::errc::sequence_mismatch); // reuse of 2
-  CHECK(f.store.write("p", events(4, 4)) == troupe::errc::sequence_mismatch); // gap at 3
+  CHECK(f.store.write("p", events(2, 3)) == troupe::persistence::errc::sequence_mismatch); // reuse of 2
+  CHECK(f.store.write("p", events(4, 4)) == troupe::persistence::errc::sequence_mismatch); // gap at 3
 }
 
 TEMPLATE_TEST_CASE("async_write completes through a completion token", "", memory_fixture, rocksdb_fixture) {
@@ -205,39 +205,40 @@ std::vector<std::pair<std::string, std::string>> scan_all(Store& s, tp::table t,
 TEMPLATE_TEST_CASE("table changes are written atomically with events, or alone", "", memory_fixture, rocksdb_fixture) {
   TestType f;
   using tw = tp::table_write;
-  REQUIRE(!f.store.write("p", events(1, 2), {tw::put(tp::table::deliveries, "p:order-1", "intent")}));
+  const auto first = f.store.open_table("first"), second = f.store.open_table("second"), third = f.store.open_table("third");
+  REQUIRE(!f.store.write("p", events(1, 2), {tw::put(first, "p:order-1", "intent")}));
   std::optional<std::string> v;
-  REQUIRE(!f.store.get(tp::table::deliveries, "p:order-1", v));
+  REQUIRE(!f.store.get(first, "p:order-1", v));
   CHECK(v == "intent");
   // The same key in another table is another record.
-  REQUIRE(!f.store.get(tp::table::dedup, "p:order-1", v));
+  REQUIRE(!f.store.get(second, "p:order-1", v));
   CHECK(!v);
 
   // A rejected write (a gap) changes no table either.
-  CHECK(f.store.write("p", events(4, 4), {tw::put(tp::table::dedup, "d-1", "reply")}) == troupe::errc::sequence_mismatch);
-  REQUIRE(!f.store.get(tp::table::dedup, "d-1", v));
+  CHECK(f.store.write("p", events(4, 4), {tw::put(second, "d-1", "reply")}) == troupe::persistence::errc::sequence_mismatch);
+  REQUIRE(!f.store.get(second, "d-1", v));
   CHECK(!v);
   CHECK(replay(f.store, "p") == V{1, 2});
 
   // Without events (and without a persistence ID): puts, an overwrite and a delete.
-  REQUIRE(!f.store.write("", {}, {tw::put(tp::table::outbox, "o-2", "b"), tw::put(tp::table::outbox, "o-1", "a"),
-                                  tw::put(tp::table::outbox, "o-3", "c"), tw::put(tp::table::outbox, "x-1", "other")}));
-  REQUIRE(!f.store.write("", {}, {tw::put(tp::table::outbox, "o-2", "b2"), tw::erase(tp::table::outbox, "o-3"),
-                                  tw::erase(tp::table::outbox, "never-there")}));
+  REQUIRE(!f.store.write("", {}, {tw::put(third, "o-2", "b"), tw::put(third, "o-1", "a"),
+                                  tw::put(third, "o-3", "c"), tw::put(third, "x-1", "other")}));
+  REQUIRE(!f.store.write("", {}, {tw::put(third, "o-2", "b2"), tw::erase(third, "o-3"),
+                                  tw::erase(third, "never-there")}));
   using KV = std::vector<std::pair<std::string, std::string>>;
-  CHECK(scan_all(f.store, tp::table::outbox, "o-") == KV{{"o-1", "a"}, {"o-2", "b2"}});
-  CHECK(scan_all(f.store, tp::table::outbox, "") == KV{{"o-1", "a"}, {"o-2", "b2"}, {"x-1", "other"}});
-  CHECK(scan_all(f.store, tp::table::deliveries, "q").empty());
+  CHECK(scan_all(f.store, third, "o-") == KV{{"o-1", "a"}, {"o-2", "b2"}});
+  CHECK(scan_all(f.store, third, "") == KV{{"o-1", "a"}, {"o-2", "b2"}, {"x-1", "other"}});
+  CHECK(scan_all(f.store, first, "q").empty());
 
   // The scan stops when asked to.
   int seen = 0;
-  REQUIRE(!f.store.scan(tp::table::outbox, "", [&](std::string_view, std::string_view) { return ++seen < 2; }));
+  REQUIRE(!f.store.scan(third, "", [&](std::string_view, std::string_view) { return ++seen < 2; }));
   CHECK(seen == 2);
 
   // Binary keys and values survive as they are.
   std::string key("k\0\xff", 3), value("\0\x01\x02", 3);
-  REQUIRE(!f.store.write("", {}, {tw::put(tp::table::dedup, key, value)}));
-  REQUIRE(!f.store.get(tp::table::dedup, key, v));
+  REQUIRE(!f.store.write("", {}, {tw::put(second, key, value)}));
+  REQUIRE(!f.store.get(second, key, v));
   CHECK(v == value);
 }
 
@@ -245,11 +246,11 @@ TEST_CASE("table changes survive closing and reopening the RocksDB store") {
   test::temp_dir dir;
   {
     tp::rocksdb_store s(dir.str());
-    REQUIRE(!s.write("p", events(1, 1), {tp::table_write::put(tp::table::dedup, "d", "r")}));
+    REQUIRE(!s.write("p", events(1, 1), {tp::table_write::put(s.open_table("second"), "d", "r")}));
   }
   tp::rocksdb_store s(dir.str());
   std::optional<std::string> v;
-  REQUIRE(!s.get(tp::table::dedup, "d", v));
+  REQUIRE(!s.get(s.open_table("second"), "d", v));
   CHECK(v == "r");
   CHECK(s.highest_sequence_nr("p") == 1);
 }

@@ -2,7 +2,7 @@
 
 /// \file
 /// `troupe::delivery::delivery_id`: the stable identity of one reliable
-/// delivery, the same on every attempt (DESIGN §1.3).
+/// delivery, the same on every attempt.
 
 #include <troupe/error.hpp>
 
@@ -43,7 +43,7 @@ public:
   /// `order-42#17` or `order-42#17.2`. Deterministic: the event's sequence
   /// number never changes, so neither does the ID.
   static delivery_id derived(std::string_view sender_pid, std::uint64_t seq, unsigned index = 0) {
-    if (sender_pid.empty()) throw error(errc::invalid_argument, "delivery_id::derived: the persistence ID is empty");
+    if (sender_pid.empty()) throw error(troupe::errc::invalid_argument, "delivery_id::derived: the persistence ID is empty");
     std::string out(sender_pid);
     out += '#';
     out += std::to_string(seq);
@@ -57,9 +57,9 @@ public:
   /// An ID as the sender already has it. Throws `invalid_argument` if it is
   /// empty or longer than `max_size`.
   explicit delivery_id(std::string value) : value_(std::move(value)) {
-    if (value_.empty()) throw error(errc::invalid_argument, "a delivery ID must not be empty");
+    if (value_.empty()) throw error(troupe::errc::invalid_argument, "a delivery ID must not be empty");
     if (value_.size() > max_size)
-      throw error(errc::invalid_argument, "a delivery ID has at most " + std::to_string(max_size) + " bytes; got " +
+      throw error(troupe::errc::invalid_argument, "a delivery ID has at most " + std::to_string(max_size) + " bytes; got " +
                                               std::to_string(value_.size()));
   }
 
@@ -79,7 +79,7 @@ private:
       static_assert(std::is_convertible_v<const P&, std::string_view>,
                     "troupe: delivery_id::of takes strings and integers");
       std::string_view s(part);
-      if (s.empty()) throw error(errc::invalid_argument, "delivery_id::of: a part is empty");
+      if (s.empty()) throw error(troupe::errc::invalid_argument, "delivery_id::of: a part is empty");
       for (char c : s) {
         if (c == ':' || c == '\\') out += '\\';
         out += c;

@@ -2,8 +2,8 @@
 
 /// \file
 /// How reliable deliveries and their acknowledgements travel: the
-/// `transport` interface, the in-process `local_transport`, and `attach`,
-/// which gives an actor system its transport.
+/// `transport` interface, the in-process `local_transport`, and
+/// `set_transport`, which gives an actor system its transport.
 
 #include <troupe/actor_system.hpp>
 #include <troupe/error.hpp>
@@ -100,7 +100,7 @@ private:
 
   static error refusal(const std::string& sender, std::chrono::milliseconds horizon, const std::string& receiver,
                        std::chrono::milliseconds retention) {
-    return error(errc::invalid_argument,
+    return error(troupe::errc::invalid_argument,
                  "dedup retention of receiver " + receiver + " (" + show(retention) +
                      ") is shorter than the redelivery horizon of sender " + sender + " (" + show(horizon) +
                      ", max attempts x max backoff): a late redelivery would be processed twice");
@@ -147,7 +147,7 @@ private:
 
 /// Makes `t` (by default a new `local_transport`) the transport of every
 /// reliable actor of `sys`. Returns it.
-inline std::shared_ptr<transport> attach(actor_system& sys, std::shared_ptr<transport> t = nullptr) {
+inline std::shared_ptr<transport> set_transport(actor_system& sys, std::shared_ptr<transport> t = nullptr) {
   if (!t) t = std::make_shared<local_transport>();
   sys.set_extension<transport>(t);
   return t;

@@ -1,16 +1,18 @@
 #pragma once
 
-// The runtime behind actor_ref, context and actor_system: an actor's cell
-// (mailbox, instance, lifecycle), the message envelopes, and the system state
-// the cells share. Not for direct use.
+// The cell of an actor of type T: its instance, its mailbox's handling
+// (turns), its lifecycle (start, supervision and restart, stop). Not for
+// direct use: actor_ref, context and actor_system are its interface.
 
 #include <troupe/concepts.hpp>
 #include <troupe/config.hpp>
 #include <troupe/error.hpp>
 #include <troupe/lifecycle.hpp>
-#include <troupe/detail/inbox.hpp>
-#include <troupe/detail/spinlock.hpp>
+#include <troupe/detail/cell_base.hpp>
+#include <troupe/detail/envelope.hpp>
+#include <troupe/detail/restart.hpp>
 #include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/turn.hpp>
 #include <troupe/detail/type_name.hpp>
 #include <troupe/detail/unique_function.hpp>
 
@@ -19,460 +21,23 @@
 #include <asio/steady_timer.hpp>
 #include <asio/thread_pool.hpp>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <thread>
-#include <vector>
 
 namespace troupe {
 
-template <class T>
-class actor_ref;
 template <class T>
 class context;
 class actor_system;
 
 namespace detail {
-
-class cell_base;
-template <class T>
-class cell;
-
-// -- shared state of one actor system ----------------------------------------
-
-/// Owned jointly by the actor_system and every cell it spawned, so a stale
-/// actor_ref can still count a dead letter after the system is gone.
-struct system_state {
-  explicit system_state(const system_config& c, actor_system* o)
-      : config(c), owner(o),
-        pool(std::in_place, c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency())) {}
-
-  void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
-  void release() noexcept {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-
-  asio::thread_pool::executor_type executor() noexcept { return pool->get_executor(); }
-
-  std::atomic<std::size_t> refs{1};
-  const system_config config;
-  actor_system* owner;
-  std::optional<asio::thread_pool> pool;
-  std::atomic<std::uint64_t> dead_letters{0};
-  std::atomic<actor_id> next_id{1};
-
-  // Registry of live actors: for shutdown and live_actors().
-  std::mutex mutex;
-  std::condition_variable all_stopped;
-  cell_base* first = nullptr;
-  std::size_t live = 0;
-  bool shutting_down = false;
-};
-
-// -- envelopes ---------------------------------------------------------------
-
-/// A message in an actor's mailbox, with the code that handles it.
-template <class T>
-struct envelope : envelope_base {
-  virtual ~envelope() = default;
-  /// Runs the handler in the actor's context. True when the handler is a
-  /// coroutine that suspended: the envelope then belongs to the coroutine,
-  /// which hands it back through cell::coroutine_done.
-  virtual bool process(cell<T>& c) = 0;
-  /// The message will never be handled (actor stopped, handler threw): an
-  /// ask completes with `ep`. True if it counts as a dead letter.
-  virtual bool reject(const std::exception_ptr&) noexcept { return counts(); }
-  /// User messages count towards a bounded mailbox and as dead letters;
-  /// internal ones (timer ticks, stop requests, watch notifications) do not.
-  virtual bool counts() const noexcept { return true; }
-  virtual void dispose() noexcept { delete this; }
-  /// The message type, for error messages.
-  virtual std::string_view name() const noexcept { return "internal message"; }
-};
-
-inline std::string what_of(const std::exception_ptr& ep) {
-  try {
-    std::rethrow_exception(ep);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "non-standard exception";
-  }
-}
-
-/// What an ask receives when the handler threw.
-inline std::exception_ptr handler_failure(std::string_view actor, std::string_view msg, const std::exception_ptr& ep) {
-  return std::make_exception_ptr(error(errc::handler_failed, "handler of " + std::string(actor) + " for " +
-                                                                 std::string(msg) + " threw: " + what_of(ep)));
-}
-
-/// Starts a coroutine handler; `done(ep, value...)` runs when it finishes.
-/// The cell stays alive (and the instance with it) while the coroutine runs.
-template <class T, class Awaitable, class Done>
-void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done);
-
-template <class T, class M>
-struct tell_envelope : envelope<T> {
-  template <class... A>
-  explicit tell_envelope(A&&... a) : msg(std::forward<A>(a)...) {}
-
-  bool process(cell<T>& c) override {
-    if constexpr (coroutine_handler<T, M>) {
-      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)),
-                      [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); });
-      return true;
-    } else {
-      invoke_handle(c.instance(), std::move(msg));
-      return false;
-    }
-  }
-
-  std::string_view name() const noexcept override { return type_name<M>(); }
-
-  M msg;
-};
-
-/// A message the system sends on its own (watch notifications): not a dead
-/// letter when the watcher has already stopped.
-template <class T, class M>
-struct system_envelope final : tell_envelope<T, M> {
-  using tell_envelope<T, M>::tell_envelope;
-  bool counts() const noexcept override { return false; }
-};
-
-/// Wakes a stopping actor; the run loop sees the stop request first.
-template <class T>
-struct wake_envelope final : envelope<T> {
-  bool process(cell<T>&) override { return false; }
-  bool counts() const noexcept override { return false; }
-};
-
-/// A timer's message, delivered only if the timer is still armed.
-template <class T, class M>
-struct timer_envelope final : tell_envelope<T, M> {
-  timer_envelope(std::uint64_t id, M m) : tell_envelope<T, M>(std::move(m)), timer(id) {}
-  bool process(cell<T>& c) override {
-    if (!c.timer_fired(timer)) return false;
-    return tell_envelope<T, M>::process(c);
-  }
-  bool counts() const noexcept override { return false; }
-  std::uint64_t timer;
-};
-
-template <class R>
-struct ask_signature {
-  using type = void(std::exception_ptr, R);
-};
-template <>
-struct ask_signature<void> {
-  using type = void(std::exception_ptr);
-};
-
-/// An ask: the message, the asker's completion handler and, with a timeout,
-/// a timer racing the reply. Reference-counted when a timer holds it.
-template <class T, class M, class Handler>
-struct ask_envelope final : envelope<T> {
-  using reply = reply_type_t<T, M>;
-
-  ask_envelope(Handler&& h, M&& m) : msg(std::move(m)), handler(std::move(h)) {}
-
-  void arm(asio::thread_pool::executor_type ex, std::chrono::nanoseconds timeout) {
-    timer.emplace(ex, timeout);
-    add_ref();
-    timer->async_wait([this, timeout](std::error_code ec) {
-      if (!ec) {
-        complete(std::make_exception_ptr(error(
-            errc::timeout, "ask of " + std::string(type_name<M>()) + " to " + std::string(type_name<T>()) +
-                               " got no reply within " +
-                               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()) +
-                               " us")));
-      }
-      dispose();
-    });
-  }
-
-  bool process(cell<T>& c) override {
-    if constexpr (coroutine_handler<T, M>) {
-      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)), [this, &c](std::exception_ptr ep, auto&&... v) {
-        if (ep)
-          complete(handler_failure(type_name<T>(), type_name<M>(), ep));
-        else
-          complete(nullptr, std::forward<decltype(v)>(v)...);
-        c.coroutine_done(this, std::move(ep));
-      });
-      return true;
-    } else if constexpr (std::is_void_v<reply>) {
-      invoke_handle(c.instance(), std::move(msg));
-      complete(nullptr);
-      return false;
-    } else {
-      complete(nullptr, invoke_handle(c.instance(), std::move(msg)));
-      return false;
-    }
-  }
-
-  bool reject(const std::exception_ptr& ep) noexcept override {
-    complete(ep);
-    return false;
-  }
-
-  std::string_view name() const noexcept override { return type_name<M>(); }
-
-  /// Exactly once, whoever comes first: the reply, the timer, a rejection.
-  /// While the asker is still inside `ask()` the handler is posted, never
-  /// called inline (an initiating function must not complete inline).
-  template <class... V>
-  void complete(std::exception_ptr ep, V&&... v) noexcept {
-    if (done.exchange(true, std::memory_order_acq_rel)) return;
-    if (timer) timer->cancel();
-    const bool post = initiating.load(std::memory_order_acquire);
-    auto finish = [&](auto&&... args) {
-      if (post)
-        handler.post(std::forward<decltype(args)>(args)...);
-      else
-        handler.dispatch(std::forward<decltype(args)>(args)...);
-    };
-    if constexpr (std::is_void_v<reply>)
-      finish(std::move(ep));
-    else if constexpr (sizeof...(V) == 0)
-      finish(std::move(ep), reply{});
-    else
-      finish(std::move(ep), reply(std::forward<V>(v)...));
-  }
-
-  void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
-  void dispose() noexcept override {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-
-  M msg;
-  stored_handler<Handler> handler;
-  std::atomic<std::uint8_t> refs{1};
-  std::atomic<bool> done{false};
-  std::atomic<bool> initiating{true};
-  std::optional<asio::steady_timer> timer;
-};
-
-// -- cells -------------------------------------------------------------------
-
-/// Rarely used per-actor state, allocated on first use.
-struct cell_extras {
-  // Guarded by lock (any thread).
-  spinlock lock;
-  bool stopped = false;        // final_down is set: watchers are told at once
-  bool refuse_waiters = false; // the actor is stopping: senders no longer wait
-  down final_down;
-  std::vector<unique_function<void(const down&)>> watchers;
-  struct waiter {
-    envelope_base* env;
-    unique_function<void(std::error_code)> done;
-  };
-  std::deque<waiter> waiters;
-  std::atomic<std::uint32_t> waiting{0};
-
-  // Actor context only.
-  struct timer_slot {
-    timer_slot(std::uint64_t i, asio::thread_pool::executor_type ex, std::chrono::nanoseconds p)
-        : id(i), timer(ex), period(p) {}
-    std::uint64_t id;
-    asio::steady_timer timer;
-    std::chrono::nanoseconds period;
-    unique_function<void()> arm;
-  };
-  std::vector<std::unique_ptr<timer_slot>> timers;
-  std::uint64_t next_timer = 1;
-  std::optional<asio::steady_timer> backoff;
-};
-
-/// What the current worker thread is doing, for scheduling decisions.
-///
-/// An actor that a push wakes up while this thread is running another
-/// actor's turn is not posted at once: it is kept in `pending` and posted as
-/// a continuation when the turn ends, so a request and its reply are handled
-/// on one thread without a lock or a wake-up. A second wake-up, or a long run
-/// of pushes within one turn (a producer flooding a consumer), posts the
-/// pending actor to the shared queue instead, where another thread can take it.
-struct turn_state {
-  static constexpr std::uint32_t max_pending = 4;
-  static constexpr std::uint32_t max_pushes_held = 16;
-  static constexpr std::uint32_t max_handoffs = 64;
-
-  bool in_turn = false;
-  std::uint32_t pending = 0;
-  std::uint32_t pushes = 0;
-  cell_base* woken[max_pending];
-
-  void hold(cell_base* c) noexcept;
-  void flush(bool continuation) noexcept;
-};
-inline thread_local turn_state this_turn;
-
-class cell_base {
-public:
-  cell_base(const cell_base&) = delete;
-  cell_base& operator=(const cell_base&) = delete;
-
-  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-
-  actor_id id() const noexcept { return id_; }
-  system_state& sys() const noexcept { return *sys_; }
-  bool closed() const noexcept { return inbox_.closed(); }
-
-  /// Thread-safe; the first request's reason wins. The actor stops after its
-  /// current handler (a suspended coroutine handler finishes first).
-  virtual void request_stop(exit_reason r) = 0;
-
-  /// Thread-safe. Registers `w` to run once the actor has stopped; returns
-  /// the final notification instead (without registering) if it already has.
-  std::optional<down> add_watcher(unique_function<void(const down&)> w) {
-    auto& x = extras();
-    std::lock_guard g(x.lock);
-    if (x.stopped) return x.final_down;
-    x.watchers.push_back(std::move(w));
-    return std::nullopt;
-  }
-
-  /// After the pool has stopped: stop an actor that did not stop in time.
-  virtual void force_stop() noexcept = 0;
-
-  /// Posts the actor's next turn: to this thread's queue (`continuation`) or
-  /// to the queue all workers share.
-  virtual void post(bool continuation) noexcept = 0;
-
-  /// Handles up to a turn's worth of messages.
-  virtual void turn() noexcept = 0;
-
-  /// Runs `c`'s turn; when that turn woke exactly one actor, runs that
-  /// actor's turn next on this thread (a hand-off: no queue, no lock), up to
-  /// `turn_state::max_handoffs` times, then posts what is pending.
-  static void drive(cell_base* c) noexcept;
-
-  cell_base* reg_prev = nullptr;
-  cell_base* reg_next = nullptr;
-
-protected:
-  cell_base(system_state& s, bool start_blocked)
-      : inbox_(start_blocked), sys_(&s), id_(s.next_id.fetch_add(1, std::memory_order_relaxed)) {
-    s.add_ref();
-  }
-  virtual ~cell_base() {
-    delete extras_.load(std::memory_order_acquire);
-    sys_->release();
-  }
-
-  cell_extras& extras() {
-    cell_extras* x = extras_.load(std::memory_order_acquire);
-    if (x) return *x;
-    auto fresh = std::make_unique<cell_extras>();
-    if (extras_.compare_exchange_strong(x, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
-    return *x;
-  }
-  cell_extras* extras_if_any() const noexcept { return extras_.load(std::memory_order_acquire); }
-
-  /// Removes the actor from the registry; the caller then releases the
-  /// registry's reference.
-  void leave_registry() noexcept {
-    system_state& s = *sys_;
-    {
-      std::lock_guard g(s.mutex);
-      if (reg_prev) reg_prev->reg_next = reg_next;
-      else s.first = reg_next;
-      if (reg_next) reg_next->reg_prev = reg_prev;
-      if (--s.live == 0) s.all_stopped.notify_all();
-    }
-  }
-
-  void notify_watchers(down d) noexcept {
-    auto& x = extras();
-    std::vector<unique_function<void(const down&)>> ws;
-    {
-      std::lock_guard g(x.lock);
-      x.stopped = true;
-      x.final_down = d;
-      ws.swap(x.watchers);
-    }
-    for (auto& w : ws) w(d);
-  }
-
-  std::atomic<std::uint32_t> refs_{1}; // one for the registry
-  std::atomic<std::uint8_t> stop_reason_{0};
-  inbox inbox_;
-  system_state* sys_;
-  actor_id id_;
-  std::atomic<cell_extras*> extras_{nullptr};
-};
-
-inline void cell_base::drive(cell_base* c) noexcept {
-  auto& t = this_turn;
-  if (t.in_turn) return c->turn(); // nested: the outer turn posts what is pending
-  for (std::uint32_t handoffs = 0;; ++handoffs) {
-    t.in_turn = true;
-    c->turn(); // may destroy c
-    t.in_turn = false;
-    if (t.pending == 1 && handoffs < turn_state::max_handoffs) {
-      c = t.woken[0];
-      t.pending = 0;
-      continue;
-    }
-    t.flush(true);
-    return;
-  }
-}
-
-inline void turn_state::hold(cell_base* c) noexcept {
-  if (pending == max_pending) {
-    woken[0]->post(false); // the oldest goes to the shared queue
-    std::copy(woken + 1, woken + max_pending, woken);
-    --pending;
-  }
-  woken[pending++] = c;
-  pushes = 0;
-}
-
-inline void turn_state::flush(bool continuation) noexcept {
-  for (std::uint32_t i = 0; i < pending; ++i) woken[i]->post(continuation);
-  pending = 0;
-}
-
-/// Intrusive owning pointer to a cell.
-template <class C>
-class cell_ptr {
-public:
-  cell_ptr() = default;
-  explicit cell_ptr(C* c) noexcept : c_(c) {
-    if (c_) c_->add_ref();
-  }
-  cell_ptr(const cell_ptr& o) noexcept : cell_ptr(o.c_) {}
-  cell_ptr(cell_ptr&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
-  cell_ptr& operator=(cell_ptr o) noexcept {
-    std::swap(c_, o.c_);
-    return *this;
-  }
-  ~cell_ptr() {
-    if (c_) c_->release();
-  }
-  C* get() const noexcept { return c_; }
-  C* operator->() const noexcept { return c_; }
-  explicit operator bool() const noexcept { return c_ != nullptr; }
-
-private:
-  C* c_ = nullptr;
-};
 
 template <class T>
 concept has_on_start = requires(T& t) { t.on_start(); };
@@ -566,45 +131,23 @@ public:
 
   template <class M>
   std::uint64_t add_timer(std::chrono::nanoseconds delay, std::chrono::nanoseconds period, M msg) {
-    auto& x = extras();
-    auto slot = std::make_unique<cell_extras::timer_slot>(x.next_timer++, executor(), period);
-    auto* s = slot.get();
-    s->arm = [this, s, proto = std::move(msg)]() {
-      s->timer.async_wait([self = cell_ptr<cell>(this), id = s->id, m = proto](std::error_code ec) mutable {
-        if (!ec) self->enqueue_system(new timer_envelope<T, M>(id, std::move(m)));
-      });
-    };
-    s->timer.expires_after(delay);
-    s->arm();
-    x.timers.push_back(std::move(slot));
-    return s->id;
+    return extras().timers.add(executor(), delay, period,
+                               [this, proto = std::move(msg)](asio::steady_timer& timer, std::uint64_t id) {
+                                 timer.async_wait([self = cell_ptr<cell>(this), id, m = proto](std::error_code ec) mutable {
+                                   if (!ec) self->enqueue_system(new timer_envelope<T, M>(id, std::move(m)));
+                                 });
+                               });
   }
 
   bool cancel_timer(std::uint64_t id) noexcept {
     auto* x = extras_if_any();
-    if (!x) return false;
-    auto it = std::find_if(x->timers.begin(), x->timers.end(), [id](auto& s) { return s->id == id; });
-    if (it == x->timers.end()) return false;
-    (*it)->timer.cancel();
-    x->timers.erase(it);
-    return true;
+    return x && x->timers.cancel(id);
   }
 
-  /// A timer's message arrived: false if the timer was cancelled meanwhile;
-  /// re-arms a periodic timer, forgets a one-shot one.
+  /// A timer's message arrived: false if the timer was cancelled meanwhile.
   bool timer_fired(std::uint64_t id) {
     auto* x = extras_if_any();
-    if (!x) return false;
-    auto it = std::find_if(x->timers.begin(), x->timers.end(), [id](auto& s) { return s->id == id; });
-    if (it == x->timers.end()) return false;
-    auto& s = **it;
-    if (s.period.count() > 0) {
-      s.timer.expires_at(s.timer.expiry() + s.period);
-      s.arm();
-    } else {
-      x->timers.erase(it);
-    }
-    return true;
+    return x && x->timers.fired(id);
   }
 
   void set_in_coroutine() noexcept { in_coroutine_ = true; }
@@ -632,7 +175,7 @@ public:
   }
 
   /// Runs this actor's turn, then those it hands off to (see turn_state).
-  void run() noexcept { drive(this); }
+  void run() noexcept { run_turns(this); }
 
   /// One turn: up to `throughput` messages, then yield the thread.
   void turn() noexcept override {
@@ -671,8 +214,8 @@ public:
   void schedule() noexcept { post(false); }
 
   void post(bool continuation) noexcept override {
-    std::optional<post_in_flight> counted;
-    if (!this_turn.in_turn) counted.emplace(); // maybe a thread outside the pool
+    std::optional<post_counter::guard> counted;
+    if (!this_turn.in_turn) counted.emplace(posts_in_flight); // maybe a thread outside the pool
     if (continuation)
       asio::post(asio::prefer(executor(), asio::execution::relationship.continuation), [this] { run(); });
     else
@@ -756,20 +299,13 @@ private:
     using d = supervision::directive;
     if (policy_.on_failure == d::resume && instance_) return false;
     if (policy_.on_failure == d::restart) {
-      auto now = std::chrono::steady_clock::now();
-      if (restarts_ == 0 || now - window_start_ > policy_.window) {
-        window_start_ = now;
-        restarts_ = 0;
-      }
-      if (restarts_ < policy_.max_restarts) {
-        auto backoff = policy_.min_backoff * (std::int64_t{1} << std::min<std::uint32_t>(restarts_, 30));
-        ++restarts_;
+      if (auto backoff = restarts_.next(policy_, std::chrono::steady_clock::now())) {
         cancel_all_timers();
         instance_.reset();
         try {
           auto& timer = extras().backoff;
           if (!timer) timer.emplace(executor());
-          timer->expires_after(std::min(backoff, policy_.max_backoff));
+          timer->expires_after(*backoff);
           timer->async_wait([self = cell_ptr<cell>(this)](std::error_code) { self->restart_now(); });
           return true;
         } catch (...) {
@@ -841,18 +377,14 @@ private:
   }
 
   void cancel_all_timers() noexcept {
-    if (auto* x = extras_if_any()) {
-      for (auto& t : x->timers) t->timer.cancel();
-      x->timers.clear();
-    }
+    if (auto* x = extras_if_any()) x->timers.cancel_all();
   }
 
   envelope_base* cache_ = nullptr;
   std::uint32_t capacity_;
   std::atomic<std::uint32_t> size_{0};
   bool in_coroutine_ = false;
-  std::uint32_t restarts_ = 0;
-  std::chrono::steady_clock::time_point window_start_{};
+  restart_budget restarts_;
   troupe::supervision policy_;
   std::string failure_;
 };

@@ -4,32 +4,18 @@
 // library configuration, which must be the same in every translation unit.
 #include <cstddef>
 
+#include <troupe/detail/post_counter.hpp>
+
 #include <asio/associated_executor.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
 
-#include <atomic>
 #include <optional>
 #include <tuple>
 #include <utility>
 
 namespace troupe::detail {
-
-/// Posts into an executor that are still running on some thread. An actor
-/// system waits for this to be zero before it destroys its thread pool: a
-/// thread outside the pool (the store's writer, a user thread) may still be
-/// inside `post` — signalling the pool's condition variable — after the
-/// handler it posted has already run.
-inline std::atomic<long> posts_in_flight{0};
-
-/// Counts a post in `posts_in_flight` for its whole duration.
-struct post_in_flight {
-  post_in_flight() noexcept { posts_in_flight.fetch_add(1, std::memory_order_acq_rel); }
-  ~post_in_flight() { posts_in_flight.fetch_sub(1, std::memory_order_acq_rel); }
-  post_in_flight(const post_in_flight&) = delete;
-  post_in_flight& operator=(const post_in_flight&) = delete;
-};
 
 /// An Asio completion handler kept until its operation completes, with
 /// outstanding work tracked on its associated executor (so an `io_context`
@@ -49,7 +35,7 @@ public:
   void dispatch(Args&&... args) {
     auto ex = work_->get_executor();
     work_.reset();
-    post_in_flight counted;
+    post_counter::guard counted(posts_in_flight);
     asio::dispatch(ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable {
       std::move(h)(std::move(a)...);
     });
@@ -61,7 +47,7 @@ public:
   void post(Args&&... args) {
     auto ex = work_->get_executor();
     work_.reset();
-    post_in_flight counted;
+    post_counter::guard counted(posts_in_flight);
     asio::post(ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable {
       std::move(h)(std::move(a)...);
     });

@@ -2,17 +2,22 @@
 
 /// \file
 /// The adapter contract: how the dispatcher performs an effect on an
-/// external system and asks it what happened. See docs/effects.md.
+/// external system and asks it what happened; and `adapters`, the
+/// registry of a dispatcher's adapters by effect type. See docs/effects.md.
 
+#include <troupe/concepts.hpp>
 #include <troupe/error.hpp>
 #include <troupe/task.hpp>
-#include <troupe/concepts.hpp>
-#include <troupe/detail/json_text.hpp>
-
-#include <boost/json.hpp>
+#include <troupe/effects/retry_policy.hpp>
+#include <troupe/effects/detail/erased_adapter.hpp>
+#include <troupe/persistence/json.hpp>
+#include <troupe/detail/maybe_await.hpp>
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -35,7 +40,7 @@ struct operation {
 
   template <class R>
   R request_as() const {
-    return troupe::detail::from_json_text<R>(request);
+    return persistence::from_json_text<R>(request);
   }
 };
 
@@ -52,7 +57,7 @@ struct outcome {
   /// provider's payment ID).
   template <class R = std::string>
   static outcome completed(const R& result = {}) {
-    return {kind::completed, troupe::detail::to_json_text(result), false};
+    return {kind::completed, persistence::to_json_text(result), false};
   }
   /// Certainly not performed (the system said so). Retried while attempts
   /// remain, unless `permanent`.
@@ -72,7 +77,7 @@ struct query_result {
 
   template <class R = std::string>
   static query_result completed(const R& result = {}) {
-    return {kind::completed, troupe::detail::to_json_text(result)};
+    return {kind::completed, persistence::to_json_text(result)};
   }
   static query_result failed(std::string reason) { return {kind::failed, std::move(reason)}; }
   /// The system never saw the operation: it may be executed (again).
@@ -123,5 +128,50 @@ constexpr bool honours_idempotency_keys() {
   else
     return false;
 }
+
+/// The adapters of a dispatcher, by effect type.
+class adapters {
+public:
+  /// Performs the effects whose request type has `effect_type == type`,
+  /// retried as `policy` says. Throws `invalid_argument` for an empty type,
+  /// a null adapter, a policy that is not `valid()`, or a type registered
+  /// already.
+  template <adapter A>
+  adapters& add(std::string type, std::shared_ptr<A> a, retry_policy policy = {}) {
+    if (type.empty()) throw error(troupe::errc::invalid_argument, "adapters::add: the effect type is empty");
+    if (!a) throw error(troupe::errc::invalid_argument, "adapters::add: the adapter for '" + type + "' is null");
+    if (!policy.valid())
+      throw error(troupe::errc::invalid_argument, "adapters::add: the retry policy for '" + type +
+                                                      "' needs max_attempts >= 1 and 0 < initial_backoff <= max_backoff");
+    detail::erased_adapter e;
+    e.policy = std::move(policy);
+    e.can_query = queryable_adapter<A>;
+    e.idempotent = honours_idempotency_keys<A>();
+    e.execute = [a](operation op) {
+      return troupe::detail::call_or_await([a, op = std::move(op)] { return a->execute(op); });
+    };
+    if constexpr (queryable_adapter<A>)
+      e.query = [a](std::string id) {
+        return troupe::detail::call_or_await([a, id = std::move(id)] { return a->query(id); });
+      };
+    if (!by_type_.emplace(type, std::move(e)).second)
+      throw error(troupe::errc::invalid_argument, "adapters::add: an adapter for '" + type + "' is already registered");
+    return *this;
+  }
+
+  template <adapter A>
+  adapters& add(std::string type, A a, retry_policy policy = {}) {
+    return add(std::move(type), std::make_shared<A>(std::move(a)), std::move(policy));
+  }
+
+  /// The adapter of `type`, or null.
+  const detail::erased_adapter* find(std::string_view type) const {
+    auto it = by_type_.find(type);
+    return it == by_type_.end() ? nullptr : &it->second;
+  }
+
+private:
+  std::map<std::string, detail::erased_adapter, std::less<>> by_type_;
+};
 
 } // namespace troupe::effects

@@ -6,8 +6,12 @@
 /// transitions between its states. See docs/effects.md.
 
 #include <troupe/error.hpp>
-#include <troupe/detail/json_text.hpp>
+#include <troupe/persistence/json.hpp>
 
+#include <boost/describe/class.hpp>
+#include <boost/describe/enum.hpp>
+#include <boost/describe/enum_from_string.hpp>
+#include <boost/describe/enum_to_string.hpp>
 #include <boost/json.hpp>
 
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace troupe::effects {
 
@@ -33,23 +38,14 @@ namespace troupe::effects {
 /// and nothing could tell which. It is never turned into a new operation
 /// with a new key.
 enum class effect_status : std::uint8_t { not_requested, pending, completed, failed, unknown };
+BOOST_DESCRIBE_ENUM(effect_status, not_requested, pending, completed, failed, unknown)
 
-inline std::string_view to_string(effect_status s) noexcept {
-  switch (s) {
-  case effect_status::not_requested: return "not_requested";
-  case effect_status::pending: return "pending";
-  case effect_status::completed: return "completed";
-  case effect_status::failed: return "failed";
-  case effect_status::unknown: return "unknown";
-  }
-  return "?";
-}
+inline std::string_view to_string(effect_status s) noexcept { return boost::describe::enum_to_string(s, "?"); }
 
 inline std::optional<effect_status> effect_status_from(std::string_view s) noexcept {
-  for (auto v : {effect_status::not_requested, effect_status::pending, effect_status::completed, effect_status::failed,
-                 effect_status::unknown})
-    if (to_string(v) == s) return v;
-  return std::nullopt;
+  effect_status v{};
+  if (!boost::describe::enum_from_string(std::string(s).c_str(), v)) return std::nullopt;
+  return v;
 }
 
 /// Whether an effect may go from `from` to `to`: `pending` to an outcome;
@@ -91,12 +87,14 @@ struct effect {
   template <class R>
   R result_as() const {
     if (status != effect_status::completed || result.empty())
-      throw error(errc::invalid_argument, "effect " + id + " has no result (it is " + std::string(to_string(status)) + ")");
-    return troupe::detail::from_json_text<R>(result);
+      throw error(troupe::errc::invalid_argument,
+                  "effect " + id + " has no result (it is " + std::string(to_string(status)) + ")");
+    return persistence::from_json_text<R>(result);
   }
 
   friend bool operator==(const effect&, const effect&) = default;
 };
+BOOST_DESCRIBE_STRUCT(effect, (), (id, type, status, result, reason, attempts, round))
 
 /// Event: the owner requested effect `id` (written with its outbox record,
 /// atomically).
@@ -105,6 +103,7 @@ struct effect_requested {
   std::string id;
   std::string type;
 };
+BOOST_DESCRIBE_STRUCT(effect_requested, (), (id, type))
 
 /// Event: the effect's status changed (an outcome the dispatcher reported,
 /// or a re-queue).
@@ -117,16 +116,25 @@ struct effect_updated {
   std::uint32_t attempts = 0;
   std::uint32_t round = 0;
 };
+BOOST_DESCRIBE_STRUCT(effect_updated, (), (id, status, result, reason, attempts, round))
 
-/// The message the dispatcher delivers (reliably) to an effect's owner.
+/// The message the dispatcher delivers (reliably) to an effect's owner. Its
+/// JSON is the change's own.
 struct effect_update {
   static constexpr std::string_view manifest = "troupe.effect-update";
   effect_updated change;
+
+  friend void tag_invoke(boost::json::value_from_tag, boost::json::value& v, const effect_update& m) {
+    boost::json::value_from(m.change, v);
+  }
+  friend effect_update tag_invoke(boost::json::value_to_tag<effect_update>, const boost::json::value& v) {
+    return {boost::json::value_to<effect_updated>(v)};
+  }
 };
 
 /// The effects of one owner, kept in its state (`State::effects`), changed
 /// only by the events above. Ordered by ID, so that its JSON (in a
-/// snapshot) does not depend on insertion order.
+/// snapshot: an array of effects) does not depend on insertion order.
 class effect_table {
 public:
   /// The effect, or null if never requested.
@@ -176,31 +184,14 @@ public:
 
   friend void tag_invoke(boost::json::value_from_tag, boost::json::value& v, const effect_table& t) {
     auto& a = v.emplace_array();
-    for (auto& [id, e] : t.effects_)
-      a.push_back({{"id", e.id},
-                   {"type", e.type},
-                   {"status", to_string(e.status)},
-                   {"result", e.result},
-                   {"reason", e.reason},
-                   {"attempts", e.attempts},
-                   {"round", e.round}});
+    for (auto& [id, e] : t.effects_) a.push_back(boost::json::value_from(e, v.storage()));
   }
 
   friend effect_table tag_invoke(boost::json::value_to_tag<effect_table>, const boost::json::value& v) {
     effect_table t;
-    for (auto& x : v.as_array()) {
-      auto& o = x.as_object();
-      effect e;
-      e.id = boost::json::value_to<std::string>(o.at("id"));
-      e.type = boost::json::value_to<std::string>(o.at("type"));
-      auto s = effect_status_from(o.at("status").as_string());
-      if (!s) throw error(errc::corrupt_record, "unknown effect status in a snapshot");
-      e.status = *s;
-      e.result = boost::json::value_to<std::string>(o.at("result"));
-      e.reason = boost::json::value_to<std::string>(o.at("reason"));
-      e.attempts = boost::json::value_to<std::uint32_t>(o.at("attempts"));
-      e.round = boost::json::value_to<std::uint32_t>(o.at("round"));
-      t.effects_.emplace(e.id, std::move(e));
+    for (auto& e : boost::json::value_to<std::vector<effect>>(v)) {
+      auto id = e.id;
+      t.effects_.emplace(std::move(id), std::move(e));
     }
     return t;
   }
@@ -208,38 +199,5 @@ public:
 private:
   std::map<std::string, effect, std::less<>> effects_;
 };
-
-// -- JSON of the events and the message -----------------------------------------
-
-inline void tag_invoke(boost::json::value_from_tag, boost::json::value& v, const effect_requested& e) {
-  v = {{"id", e.id}, {"type", e.type}};
-}
-inline effect_requested tag_invoke(boost::json::value_to_tag<effect_requested>, const boost::json::value& v) {
-  return {boost::json::value_to<std::string>(v.at("id")), boost::json::value_to<std::string>(v.at("type"))};
-}
-
-inline void tag_invoke(boost::json::value_from_tag, boost::json::value& v, const effect_updated& e) {
-  v = {{"id", e.id},         {"status", to_string(e.status)}, {"result", e.result},
-       {"reason", e.reason}, {"attempts", e.attempts},        {"round", e.round}};
-}
-inline effect_updated tag_invoke(boost::json::value_to_tag<effect_updated>, const boost::json::value& v) {
-  effect_updated e;
-  e.id = boost::json::value_to<std::string>(v.at("id"));
-  auto s = effect_status_from(v.at("status").as_string());
-  if (!s) throw error(errc::corrupt_record, "unknown effect status '" + std::string(v.at("status").as_string()) + "'");
-  e.status = *s;
-  e.result = boost::json::value_to<std::string>(v.at("result"));
-  e.reason = boost::json::value_to<std::string>(v.at("reason"));
-  e.attempts = boost::json::value_to<std::uint32_t>(v.at("attempts"));
-  e.round = boost::json::value_to<std::uint32_t>(v.at("round"));
-  return e;
-}
-
-inline void tag_invoke(boost::json::value_from_tag, boost::json::value& v, const effect_update& m) {
-  boost::json::value_from(m.change, v);
-}
-inline effect_update tag_invoke(boost::json::value_to_tag<effect_update>, const boost::json::value& v) {
-  return {boost::json::value_to<effect_updated>(v)};
-}
 
 } // namespace troupe::effects

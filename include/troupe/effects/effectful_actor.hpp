@@ -7,13 +7,13 @@
 
 #include <troupe/error.hpp>
 #include <troupe/task.hpp>
-#include <troupe/detail/json_text.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/effects/dispatcher.hpp>
 #include <troupe/effects/effect.hpp>
-#include <troupe/effects/outbox.hpp>
-
-#include <boost/json.hpp>
+#include <troupe/effects/detail/outbox.hpp>
+#include <troupe/persistence/json.hpp>
+#include <troupe/detail/clock.hpp>
+#include <troupe/detail/maybe_await.hpp>
 
 #include <concepts>
 #include <string>
@@ -57,7 +57,11 @@ class effectful_actor : public delivery::reliable_actor<Derived, State> {
   using base = delivery::reliable_actor<Derived, State>;
 
 public:
-  using base::base;
+  /// As `reliable_actor`'s.
+  effectful_actor(context<Derived> ctx, persistence::persistence_id id, delivery::delivery_options options = {},
+                  persistence::persistence_options persistence = {})
+      : base(ctx, std::move(id), options, persistence), outbox_(detail::outbox_table(this->storage())) {}
+
   using base::troupe_handle; // the delivery layer's messages
 
   using troupe_events = persistence::event_types<effect_requested, effect_updated>;
@@ -76,10 +80,8 @@ public:
     if constexpr (requires(Derived& x, const effect& f) { x.on_effect(f); }) {
       auto& self = static_cast<Derived&>(*this);
       const effect& f = *table_of(this->state()).find(id);
-      if constexpr (troupe::detail::awaitable_traits<decltype(self.on_effect(f))>::is_awaitable)
-        co_await self.on_effect(f);
-      else
-        self.on_effect(f);
+      auto hook = troupe::detail::call_or_await([&self, &f] { return self.on_effect(f); });
+      co_await std::move(hook);
     }
   }
 
@@ -91,9 +93,10 @@ protected:
   /// empty or too long ID or a request that does not serialize.
   template <effect_request R, persistence::event... E>
   task<bool> start_effect(std::string id, const R& request, E... cause) {
-    if (id.empty()) throw error(errc::invalid_argument, "start_effect in " + this->pid() + ": the operation ID is empty");
+    if (id.empty())
+      throw error(troupe::errc::invalid_argument, "start_effect in " + this->pid() + ": the operation ID is empty");
     if (id.size() > max_operation_id)
-      throw error(errc::invalid_argument, "start_effect in " + this->pid() + ": operation ID of " +
+      throw error(troupe::errc::invalid_argument, "start_effect in " + this->pid() + ": operation ID of " +
                                               std::to_string(id.size()) + " bytes; at most " +
                                               std::to_string(max_operation_id));
     if (table_of(this->state()).status(id) != effect_status::not_requested) co_return false;
@@ -102,15 +105,15 @@ protected:
     r.info.type = std::string(R::effect_type);
     r.info.owner = this->pid();
     r.info.status = effect_status::pending;
-    r.info.created_ms = detail::now_ms();
+    r.info.created_ms = troupe::detail::now_ms();
     r.due_ms = r.info.created_ms;
     try {
-      r.request = troupe::detail::to_json_text(request);
+      r.request = persistence::to_json_text(request);
     } catch (const std::exception& ex) {
-      throw error(errc::invalid_argument, "cannot serialize the request of effect " + id + ": " + ex.what());
+      throw error(troupe::errc::invalid_argument, "cannot serialize the request of effect " + id + ": " + ex.what());
     }
     std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::put(persistence::table::outbox, detail::outbox_key(id), detail::encode(r)));
+    tables.push_back(persistence::table_write::put(outbox_, detail::outbox_key(id), detail::encode(r)));
     effect_requested requested{id, r.info.type};
     co_await this->persist_all_with(std::move(tables), std::move(cause)..., std::move(requested));
     this->after_commit([sys = &this->actor_context().system(), r = std::move(r)]() mutable {
@@ -124,6 +127,8 @@ protected:
   const effect* find_effect(std::string_view id) const { return table_of(this->state()).find(id); }
 
 private:
+  persistence::table outbox_;
+
   template <class S>
   static auto& table_of(S& s) {
     static_assert(requires { { s.effects } -> std::convertible_to<const effect_table&>; },

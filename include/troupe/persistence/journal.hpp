@@ -1,73 +1,54 @@
 #pragma once
 
 /// \file
-/// `troupe::persistence::journal`: the store-independent view of a journal
-/// and snapshot store that persistent actors use, and its adapter for any
-/// store.
+/// `troupe::persistence::journal`: the store-independent view of a journal,
+/// a snapshot store and the tables next to them, as persistent actors and
+/// the layers above use it; its asynchronous operations; and
+/// `journal_of<Store>`, its adapter for any store.
 
 #include <troupe/error.hpp>
+#include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/blocking_thread.hpp>
+#include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
 
-#include <pthread.h>
+#include <asio/async_result.hpp>
+#include <asio/use_awaitable.hpp>
 
-#include <asio/post.hpp>
-#include <asio/thread_pool.hpp>
-
-#include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace troupe::persistence {
 
-namespace detail {
-
-/// One thread for blocking work, named for `top` and `perf`. Destruction
-/// waits for the queued work and for every `post` still returning (a post
-/// signals the pool's condition variable after the work may already have
-/// run and released the last owner).
-class blocking_thread {
-public:
-  explicit blocking_thread(const char* name) {
-    post([name] { pthread_setname_np(pthread_self(), name); });
-  }
-  blocking_thread(const blocking_thread&) = delete;
-  blocking_thread& operator=(const blocking_thread&) = delete;
-
-  ~blocking_thread() {
-    pool_.join();
-    while (posting_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  }
-
-  template <class F>
-  void post(F&& f) {
-    posting_.fetch_add(1, std::memory_order_relaxed);
-    asio::post(pool_, std::forward<F>(f));
-    posting_.fetch_sub(1, std::memory_order_release);
-  }
-
-  asio::thread_pool& pool() noexcept { return pool_; }
-
-private:
-  asio::thread_pool pool_{1};
-  std::atomic<int> posting_{0};
-};
-
-} // namespace detail
-
-/// A journal and snapshot store as persistent actors see it. Thread-safe.
+/// A journal and snapshot store, with the tables of the layers above, as
+/// persistent actors see it. Thread-safe.
 ///
-/// Every call but `write` and `run_blocking` may block on storage: a
-/// persistent actor makes them inside `run_blocking`, never on an actor
-/// thread.
+/// `write` and `write_later` never block. Every other call may block on
+/// storage, so from an actor make it through `async_run`, which runs it on
+/// the journal's blocking thread and resumes the actor afterwards; a write
+/// is awaited with `async_write`. Both are Asio initiating functions: one
+/// `co_await` in a coroutine handler, or any other completion token.
 class journal {
 public:
   virtual ~journal() = default;
+
+  // -- tables -------------------------------------------------------------------
+
+  /// The table named `name`, created if the store has none of that name
+  /// (which may block, once). The name is stable: it is the table's name in
+  /// the store (a RocksDB column family, say). Throws `invalid_argument` for
+  /// an empty name or one the store reserves for itself.
+  virtual table open_table(std::string_view name) = 0;
+
+  // -- writes (never block) ----------------------------------------------------
 
   /// Appends `events` and applies `tables`, atomically; `done` runs once
   /// they are durable (or the write failed), on any thread, possibly before
@@ -75,20 +56,15 @@ public:
   virtual void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
                      troupe::detail::unique_function<void(std::error_code)> done) = 0;
 
-  void write(std::string pid, std::vector<event_record> events,
-             troupe::detail::unique_function<void(std::error_code)> done) {
-    write(std::move(pid), std::move(events), {}, std::move(done));
-  }
-
-  /// Applies `tables` with a later write, without telling anyone when:
-  /// for bookkeeping whose loss in a crash is harmless (a delivery's
-  /// confirmation: the delivery is sent again and answered from the
-  /// receiver's dedup mark). Applied before any write requested after this
-  /// call; lost if the write that carries it fails. By default, a write of
-  /// its own.
+  /// Applies `tables` with a later write, without telling anyone when: for
+  /// bookkeeping whose loss in a crash is harmless to the layer that makes
+  /// it. Applied before any write requested after this call; lost if the
+  /// write that carries it fails. By default, a write of its own.
   virtual void write_later(std::vector<table_write> tables) {
     write({}, {}, std::move(tables), [](std::error_code) {});
   }
+
+  // -- reads and maintenance (may block) -------------------------------------
 
   /// The value of `key` in table `t` (empty if none).
   virtual std::error_code get(table t, std::string_view key, std::optional<std::string>& out) = 0;
@@ -97,14 +73,6 @@ public:
   /// `prefix`, in key order, until it returns false.
   virtual std::error_code scan(table t, std::string_view prefix,
                                const std::function<bool(std::string_view, std::string_view)>& f) = 0;
-
-  /// Runs `f` on a thread where blocking storage calls are allowed (never an
-  /// actor's thread).
-  virtual void run_blocking(troupe::detail::unique_function<void()> f) = 0;
-
-  /// A second thread, where a recovery decodes and applies events while
-  /// `run_blocking`'s thread reads the next ones; null: both on one thread.
-  virtual detail::blocking_thread* applier() noexcept { return nullptr; }
 
   /// Streams the events with `from <= seq <= to` to `f`, in order, at most
   /// `max` of them.
@@ -128,10 +96,95 @@ public:
 
   /// Deletes the snapshots matching `c`.
   virtual std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) = 0;
+
+  // -- threads -----------------------------------------------------------------
+
+  /// Runs `f` on a thread where blocking storage calls are allowed (never an
+  /// actor's thread), in the order posted.
+  virtual void run_blocking(troupe::detail::unique_function<void()> f) = 0;
+
+  /// A second thread, where a recovery decodes and applies events while
+  /// `run_blocking`'s thread reads the next ones; null: both on one thread.
+  virtual blocking_thread* applier() noexcept { return nullptr; }
+
+  // -- asynchronous operations -------------------------------------------------
+
+  /// `write` as an initiating function, with signature
+  /// `void(std::error_code)`; the handler runs on its associated executor
+  /// (never inside this call).
+  ///
+  /// \code
+  /// auto [ec] = co_await j.async_write(pid, std::move(events), {}, asio::experimental::as_tuple(asio::use_awaitable));
+  /// \endcode
+  template <class Token = asio::use_awaitable_t<>>
+  auto async_write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
+                   Token&& token = Token{}) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this](auto handler, std::string pid, std::vector<event_record> events, std::vector<table_write> tables) {
+          write(std::move(pid), std::move(events), std::move(tables),
+                [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](std::error_code ec) mutable {
+                  h.post(ec);
+                });
+        },
+        token, std::move(pid), std::move(events), std::move(tables));
+  }
+
+  /// Runs `f()` on the blocking thread (`run_blocking`) and completes with
+  /// what it returned or threw: signature `void(std::exception_ptr, R)`, or
+  /// `void(std::exception_ptr)` for a `void` `f`. With `use_awaitable` (the
+  /// default) `co_await j.async_run(f)` is `f()`'s value, or throws what it
+  /// threw. `f` must not refer to anything that can die before it has run.
+  ///
+  /// \code
+  /// std::optional<std::string> v = co_await j.async_run([&] {
+  ///   std::optional<std::string> out;
+  ///   if (auto ec = j.get(t, key, out)) throw troupe::error(ec, "reading " + key);
+  ///   return out;
+  /// });
+  /// \endcode
+  template <class F, class Token = asio::use_awaitable_t<>>
+    requires std::is_invocable_v<F&>
+  auto async_run(F f, Token&& token = Token{}) {
+    using R = std::invoke_result_t<F&>;
+    if constexpr (std::is_void_v<R>) {
+      return asio::async_initiate<Token, void(std::exception_ptr)>(
+          [this](auto handler, F f) {
+            run_blocking([f = std::move(f),
+                          h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))]() mutable {
+              std::exception_ptr ep;
+              try {
+                f();
+              } catch (...) {
+                ep = std::current_exception();
+              }
+              h.post(ep);
+            });
+          },
+          token, std::move(f));
+    } else {
+      static_assert(std::is_default_constructible_v<R>, "troupe: async_run's result must be default-constructible");
+      return asio::async_initiate<Token, void(std::exception_ptr, R)>(
+          [this](auto handler, F f) {
+            run_blocking([f = std::move(f),
+                          h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))]() mutable {
+              std::exception_ptr ep;
+              R r{};
+              try {
+                r = f();
+              } catch (...) {
+                ep = std::current_exception();
+              }
+              h.post(ep, std::move(r));
+            });
+          },
+          token, std::move(f));
+    }
+  }
 };
 
 /// Adapts a store with the `memory_store` / `rocksdb_store` interface, and
-/// owns one thread for the blocking calls of recoveries and snapshots.
+/// owns one thread for the blocking calls of recoveries and snapshots (and
+/// a second one that applies the events a recovery reads).
 ///
 /// \code
 /// auto store = std::make_shared<rocksdb_store>("data");
@@ -145,7 +198,7 @@ public:
   /// Borrows the store, which must outlive the adapter.
   explicit journal_of(Store& s) : store_(s) {}
 
-  using journal::write;
+  table open_table(std::string_view name) override { return store_.open_table(name); }
 
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {
@@ -174,7 +227,7 @@ public:
 
   void run_blocking(troupe::detail::unique_function<void()> f) override { blocking_.post(std::move(f)); }
 
-  detail::blocking_thread* applier() noexcept override { return &applier_; }
+  blocking_thread* applier() noexcept override { return &applier_; }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                          const std::function<void(const event_record&)>& f) override {
@@ -204,8 +257,8 @@ private:
   std::shared_ptr<Store> owner_;
   Store& store_;
   // The reading thread waits for the applier: it goes first.
-  detail::blocking_thread applier_{"troupe-replay"};
-  detail::blocking_thread blocking_{"troupe-journal"};
+  blocking_thread applier_{"troupe-replay"};
+  blocking_thread blocking_{"troupe-journal"};
 };
 
 } // namespace troupe::persistence

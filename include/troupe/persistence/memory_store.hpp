@@ -5,11 +5,14 @@
 /// memory, for tests. Same interface and semantics as `rocksdb_store`.
 
 #include <troupe/error.hpp>
+#include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/table_registry.hpp>
 #include <troupe/detail/stored_handler.hpp>
 
 #include <asio/async_result.hpp>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +28,12 @@ namespace troupe::persistence {
 /// wanted.
 class memory_store {
 public:
+  // -- tables -----------------------------------------------------------------
+
+  /// The table named `name`, created on first use. Throws
+  /// `invalid_argument` for an empty name.
+  table open_table(std::string_view name) { return tables_.find_or_add(name); }
+
   // -- journal ----------------------------------------------------------------
 
   /// Appends `events` atomically (all or none). Their sequence numbers must
@@ -36,7 +45,9 @@ public:
   /// persistence ID may be empty.
   std::error_code write(std::string_view pid, const std::vector<event_record>& events,
                         const std::vector<table_write>& tables) {
-    if (pid.empty() && !events.empty()) return errc::invalid_argument;
+    if (pid.empty() && !events.empty()) return troupe::errc::invalid_argument;
+    for (auto& w : tables)
+      if (tables_.slot(w.table) == detail::table_registry::capacity) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
     id_state* s = nullptr;
     if (!events.empty()) {
@@ -45,7 +56,7 @@ public:
         if (events[i].seq != s->highest + 1 + i) return errc::sequence_mismatch;
     }
     for (auto& w : tables) {
-      auto& t = tables_[static_cast<std::size_t>(w.table)];
+      auto& t = data_[detail::table_registry::slot_of(w.table)];
       if (w.value)
         t.insert_or_assign(w.key, *w.value);
       else if (auto it = t.find(w.key); it != t.end())
@@ -61,8 +72,10 @@ public:
   /// The value of `key` in table `t` (empty if none).
   std::error_code get(table t, std::string_view key, std::optional<std::string>& out) {
     out.reset();
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
-    auto& m = tables_[static_cast<std::size_t>(t)];
+    auto& m = data_[slot];
     if (auto it = m.find(key); it != m.end()) out = it->second;
     return {};
   }
@@ -71,10 +84,12 @@ public:
   /// `prefix`, in key order, until it returns false.
   template <class F>
   std::error_code scan(table t, std::string_view prefix, F&& f) {
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
     std::vector<std::pair<std::string, std::string>> found;
     {
       std::lock_guard g(mutex_);
-      auto& m = tables_[static_cast<std::size_t>(t)];
+      auto& m = data_[slot];
       for (auto it = m.lower_bound(prefix); it != m.end() && it->first.starts_with(prefix); ++it) found.emplace_back(*it);
     }
     for (auto& [k, v] : found)
@@ -102,20 +117,20 @@ public:
     // bounded and `f` may use the store.
     constexpr std::size_t chunk = 256;
     std::vector<event_record> out;
-    std::uint64_t delivered = 0;
-    while (from <= to && delivered < max) {
+    std::uint64_t passed = 0;
+    while (from <= to && passed < max) {
       out.clear();
       {
         std::lock_guard g(mutex_);
         auto it = ids_.find(pid);
         if (it == ids_.end()) return {};
         for (auto e = it->second.events.lower_bound(from);
-             e != it->second.events.end() && e->first <= to && out.size() < chunk && delivered + out.size() < max; ++e)
+             e != it->second.events.end() && e->first <= to && out.size() < chunk && passed + out.size() < max; ++e)
           out.push_back(e->second);
       }
       if (out.empty()) break;
       for (auto& e : out) f(e);
-      delivered += out.size();
+      passed += out.size();
       if (out.back().seq == max_sequence_nr) break;
       from = out.back().seq + 1;
     }
@@ -144,7 +159,7 @@ public:
 
   /// Saves a snapshot; one at the same sequence number is overwritten.
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
-    if (pid.empty()) return errc::invalid_argument;
+    if (pid.empty()) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
     ids_[std::string(pid)].snapshots[s.seq] = s;
     return {};
@@ -189,7 +204,8 @@ private:
   };
   std::mutex mutex_;
   std::map<std::string, id_state, std::less<>> ids_;
-  std::map<std::string, std::string, std::less<>> tables_[3];
+  detail::table_registry tables_;
+  std::array<std::map<std::string, std::string, std::less<>>, detail::table_registry::capacity> data_;
 };
 
 } // namespace troupe::persistence

@@ -1,8 +1,10 @@
 #pragma once
 
 /// \file
-/// What a journal and a snapshot store hold, independent of the store.
+/// What a journal holds, independent of the store: events, snapshots, and
+/// the key-value tables that layers above keep next to the journal.
 
+#include <compare>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -10,6 +12,10 @@
 #include <utility>
 
 namespace troupe::persistence {
+
+namespace detail {
+class table_registry;
+}
 
 /// Sequence numbers of a persistence ID start at 1 and never repeat.
 using sequence_nr = std::uint64_t;
@@ -51,15 +57,28 @@ struct snapshot_criteria {
   }
 };
 
-/// The key-value tables the delivery and effects layers keep next to the
-/// journal (column families `deliveries`, `dedup` and `outbox`). Their keys
-/// and values belong to those layers; a journal write can carry changes to
-/// them, atomically with its events.
-enum class table : std::uint8_t { deliveries, dedup, outbox };
+/// A key-value table that a layer above keeps next to the journal, by a
+/// stable name (in the RocksDB store, the column family of that name). Get
+/// one from the store: `journal::open_table(name)`; it is valid for that
+/// store only. The layer that registers a table owns its keys and values;
+/// a journal write carries changes to it atomically with its events.
+class table {
+public:
+  /// Not a table of any store (every store refuses it).
+  table() = default;
+
+  friend bool operator==(table, table) = default;
+
+private:
+  friend class detail::table_registry;
+  explicit table(std::uint32_t index) noexcept : index_(index) {}
+
+  std::uint32_t index_ = 0; // 0: none; tables are numbered from 1
+};
 
 /// A put (`value` set) or a delete (`value` empty) of one key in a table.
 struct table_write {
-  persistence::table table = table::deliveries;
+  persistence::table table;
   std::string key;
   std::optional<std::string> value;
 
@@ -77,7 +96,7 @@ enum class durability : std::uint8_t {
   /// (`kill -9`), not power loss.
   async,
   /// No write-ahead log: for tests and benchmarks only; a crash may lose
-  /// acknowledged events.
+  /// acknowledged writes.
   none,
 };
 

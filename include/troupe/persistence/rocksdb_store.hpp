@@ -1,28 +1,30 @@
 #pragma once
 
 /// \file
-/// `troupe::persistence::rocksdb_store`: the journal and snapshot store on
-/// RocksDB, with one writer thread that group-commits every actor's writes.
-/// The layout is the public contract in docs/storage.md.
+/// `troupe::persistence::rocksdb_store`: the journal, the snapshot store and
+/// the tables of the layers above, on RocksDB, with one writer thread that
+/// group-commits every actor's writes. The layout is the public contract in
+/// docs/storage.md.
 
 #include <troupe/error.hpp>
-#include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/group_writer.hpp>
+#include <troupe/persistence/detail/memtable_hints.hpp>
+#include <troupe/persistence/detail/rocksdb_layout.hpp>
+#include <troupe/persistence/detail/table_registry.hpp>
+#include <troupe/detail/bytes.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
 
 #include <asio/async_result.hpp>
 
-#include <pthread.h>
-
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
-#include <rocksdb/slice_transform.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -30,8 +32,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 namespace troupe::persistence {
@@ -49,11 +49,11 @@ struct rocksdb_options {
   std::size_t id_cache = 100'000;
 };
 
-/// A RocksDB database holding the journal, the snapshots and (for the
-/// delivery and effects layers) the `deliveries`, `dedup` and `outbox`
-/// column families. One per actor system; thread-safe.
+/// A RocksDB database holding the journal, the snapshots, and one column
+/// family for each table a layer above opens (`open_table`). One per actor
+/// system; thread-safe.
 ///
-/// Writes of events go through one writer thread: it takes every request
+/// Every write goes through one writer thread: it takes every request
 /// queued meanwhile, checks each one's sequence numbers, and commits them
 /// with one `WriteBatch` and one write (group commit), so RocksDB never
 /// blocks an actor's thread and a synchronous write is shared by all the
@@ -63,31 +63,29 @@ public:
   /// The on-disk format this code writes; a store of a higher one is refused.
   static constexpr std::uint32_t format_version = 1;
 
-  static constexpr const char* column_families[] = {"default",    "journal", "snapshots", "meta",
-                                                    "deliveries", "dedup",   "outbox"};
-
-  /// Opens (or creates) the store at `path`. Throws `troupe::error`:
-  /// `store_locked` when another process has it open,
-  /// `store_format_too_new` for a newer format, `storage_failure` otherwise.
+  /// Opens (or creates) the store at `path`, with every table it already
+  /// has. Throws `troupe::error`: `store_locked` when another process has it
+  /// open, `store_format_too_new` for a newer format, `storage_failure`
+  /// otherwise.
   explicit rocksdb_store(const std::string& path, rocksdb_options options = {}) : options_(options) {
-    if (options_.id_cache == 0) throw error(errc::invalid_argument, "rocksdb_options::id_cache must be at least 1");
+    if (options_.id_cache == 0)
+      throw error(troupe::errc::invalid_argument, "rocksdb_options::id_cache must be at least 1");
     rocksdb::DBOptions db_options;
     db_options.create_if_missing = options.create_if_missing;
     db_options.create_missing_column_families = true;
+    // What the store has (nothing, if it is new): every column family must
+    // be opened.
+    std::vector<std::string> existing;
+    (void)rocksdb::DB::ListColumnFamilies(db_options, path, &existing);
+    std::vector<std::string> names(std::begin(detail::rocksdb_layout::own_column_families),
+                                   std::end(detail::rocksdb_layout::own_column_families));
+    std::vector<std::string> tables;
+    for (auto& n : existing)
+      if (!detail::rocksdb_layout::reserved(n)) tables.push_back(n);
+    std::sort(tables.begin(), tables.end());
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (auto* name : column_families) {
-      rocksdb::ColumnFamilyOptions cf;
-      // Each ID's events are appended after its previous one: the memtable
-      // remembers, per ID, where it inserted last, instead of searching the
-      // skiplist from the top for every event.
-      if (std::string_view(name) == "journal") cf.memtable_insert_with_hint_prefix_extractor = id_prefix_extractor();
-      // The same for the tables whose keys start with their owner's ID
-      // (an actor's deliveries, a receiver's dedup marks): a group's writes
-      // land next to that owner's previous ones.
-      if (std::string_view(name) == "deliveries" || std::string_view(name) == "dedup")
-        cf.memtable_insert_with_hint_prefix_extractor = owner_prefix_extractor();
-      cfs.emplace_back(name, cf);
-    }
+    for (auto& n : names) cfs.emplace_back(n, own_options(n));
+    for (auto& n : tables) cfs.emplace_back(n, table_options());
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     auto st = rocksdb::DB::Open(db_options, path, cfs, &handles, &db);
@@ -99,37 +97,62 @@ public:
     }
     db_.reset(db);
     handles_ = handles;
+    layout_.db = db;
+    layout_.journal = handles_[1];
+    layout_.snapshots = handles_[2];
+    layout_.meta = handles_[3];
+    for (std::size_t i = 0; i < tables.size(); ++i) {
+      auto t = registry_.add(tables[i]);
+      layout_.tables[detail::table_registry::slot_of(t)].store(handles_[names.size() + i], std::memory_order_release);
+    }
     try {
       check_format(path);
     } catch (...) {
-      for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
-      db_.reset();
+      close_handles();
       throw;
     }
-    writer_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "troupe-writer"); // in top, perf, gdb
-      write_loop();
-    });
+    writer_.emplace(layout_, write_options(), options_.id_cache);
   }
 
   rocksdb_store(const rocksdb_store&) = delete;
   rocksdb_store& operator=(const rocksdb_store&) = delete;
 
   ~rocksdb_store() {
-    {
-      std::lock_guard g(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_one();
-    writer_.join();
-    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
-    db_->Close();
+    writer_.reset(); // writes what is queued
+    close_handles();
   }
 
   rocksdb::DB& db() noexcept { return *db_; }
-  rocksdb::ColumnFamilyHandle* journal_cf() const noexcept { return handles_[1]; }
-  rocksdb::ColumnFamilyHandle* snapshots_cf() const noexcept { return handles_[2]; }
-  rocksdb::ColumnFamilyHandle* meta_cf() const noexcept { return handles_[3]; }
+  rocksdb::ColumnFamilyHandle* journal_cf() const noexcept { return layout_.journal; }
+  rocksdb::ColumnFamilyHandle* snapshots_cf() const noexcept { return layout_.snapshots; }
+  rocksdb::ColumnFamilyHandle* meta_cf() const noexcept { return layout_.meta; }
+  /// The column family of table `t` (null if `t` is not this store's).
+  rocksdb::ColumnFamilyHandle* column_family(table t) const noexcept { return layout_.table_cf(t); }
+
+  // -- tables -----------------------------------------------------------------
+
+  /// The table named `name`: its column family, created on first use (a
+  /// blocking call, once). Throws `invalid_argument` for an empty name or
+  /// one of the store's own column families, `storage_failure` if RocksDB
+  /// cannot create it.
+  table open_table(std::string_view name) {
+    if (name.empty() || detail::rocksdb_layout::reserved(name))
+      throw error(troupe::errc::invalid_argument, "'" + std::string(name) + "' cannot name a table");
+    std::lock_guard g(tables_mutex_);
+    if (auto t = registry_.find(name)) return *t;
+    rocksdb::ColumnFamilyHandle* h = nullptr;
+    auto st = db_->CreateColumnFamily(table_options(), std::string(name), &h);
+    if (!st.ok()) throw error(errc::storage_failure, "cannot create table " + std::string(name) + ": " + st.ToString());
+    table t;
+    try {
+      t = registry_.add(name);
+    } catch (...) {
+      db_->DestroyColumnFamilyHandle(h);
+      throw;
+    }
+    layout_.tables[detail::table_registry::slot_of(t)].store(h, std::memory_order_release);
+    return t;
+  }
 
   // -- journal ----------------------------------------------------------------
 
@@ -141,7 +164,7 @@ public:
   auto async_write(std::string pid, std::vector<event_record> events, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [this](auto handler, std::string pid, std::vector<event_record> events) {
-          submit(std::move(pid), std::move(events),
+          submit(std::move(pid), std::move(events), {},
                  [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](std::error_code ec) mutable {
                    h.dispatch(ec);
                  });
@@ -149,72 +172,53 @@ public:
         token, std::move(pid), std::move(events));
   }
 
-  /// `async_write` with a plain callback, which runs on the writer thread
-  /// (or at once, with `storage_failure`, when the store is closing): it
-  /// must not block.
-  void submit(std::string pid, std::vector<event_record> events,
-              troupe::detail::unique_function<void(std::error_code)> done) {
-    submit(std::move(pid), std::move(events), {}, std::move(done));
-  }
-
-  /// As `submit`, also applying `tables` in the same atomic write. With no
-  /// events, the persistence ID may be empty.
+  /// Appends `events` and applies `tables` in the same atomic write, with a
+  /// plain callback, which runs on the writer thread (or at once: with
+  /// `invalid_argument` for a table not of this store, `storage_failure`
+  /// when the store is closing); it must not block. With no events, the
+  /// persistence ID may be empty.
   void submit(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
               troupe::detail::unique_function<void(std::error_code)> done) {
-    {
-      std::lock_guard g(mutex_);
-      if (!stopping_) {
-        queue_.push_back({std::move(pid), std::move(events), std::move(tables), {}, std::move(done)});
-        wake_.notify_one();
-        return;
-      }
-    }
-    done(errc::storage_failure);
+    for (auto& w : tables)
+      if (!layout_.table_cf(w.table)) return done(troupe::errc::invalid_argument);
+    writer_->submit({std::move(pid), std::move(events), std::move(tables), {}, std::move(done)});
   }
 
   /// Applies `tables` with the next group commit, without a callback: the
   /// writer puts them in the group's batch before its requests (so before
   /// any write requested after this call). Lost if that write fails, or
-  /// if the store is closing.
+  /// if the store is closing. Throws `invalid_argument` for a table not of
+  /// this store.
   void write_later(std::vector<table_write> tables) {
-    std::lock_guard g(mutex_);
-    if (stopping_) return;
-    for (auto& w : tables) later_.push_back(std::move(w));
-    wake_.notify_one();
+    for (auto& w : tables)
+      if (!layout_.table_cf(w.table)) throw error(troupe::errc::invalid_argument, "write_later: not a table of this store");
+    writer_->later(std::move(tables));
   }
 
   /// Blocks until every write requested before, and everything
   /// `write_later` queued before, is durable (or failed).
   std::error_code flush_writes() {
-    return through_writer({}, [](rocksdb::WriteBatch&) { return std::error_code{}; });
+    return writer_->run({}, [](rocksdb::WriteBatch&) { return std::error_code{}; });
   }
 
-  /// Blocking form of `async_write` (through the same writer thread).
-  std::error_code write(std::string_view pid, const std::vector<event_record>& events) {
-    std::promise<std::error_code> p;
-    auto f = p.get_future();
-    submit(std::string(pid), events, [&p](std::error_code ec) { p.set_value(ec); });
-    return f.get();
-  }
-
-  /// Blocking form of `submit` with table changes.
+  /// Blocking form of `submit` (through the same writer thread).
   std::error_code write(std::string_view pid, const std::vector<event_record>& events,
-                        const std::vector<table_write>& tables) {
+                        const std::vector<table_write>& tables = {}) {
     std::promise<std::error_code> p;
     auto f = p.get_future();
     submit(std::string(pid), events, tables, [&p](std::error_code ec) { p.set_value(ec); });
     return f.get();
   }
 
-  // -- tables -----------------------------------------------------------------
-
-  rocksdb::ColumnFamilyHandle* table_cf(table t) const noexcept { return handles_[4 + static_cast<std::size_t>(t)]; }
+  // -- reads of tables ---------------------------------------------------------
 
   /// The value of `key` in table `t` (empty if none).
   std::error_code get(table t, std::string_view key, std::optional<std::string>& out) {
     out.reset();
+    auto* cf = layout_.table_cf(t);
+    if (!cf) return troupe::errc::invalid_argument;
     std::string v;
-    auto st = db_->Get(rocksdb::ReadOptions{}, table_cf(t), rocksdb::Slice(key.data(), key.size()), &v);
+    auto st = db_->Get(rocksdb::ReadOptions{}, cf, rocksdb::Slice(key.data(), key.size()), &v);
     if (st.IsNotFound()) return {};
     if (!st.ok()) return errc::storage_failure;
     out = std::move(v);
@@ -225,7 +229,9 @@ public:
   /// start with `prefix`, in key order, until it returns false.
   template <class F>
   std::error_code scan(table t, std::string_view prefix, F&& f) {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, table_cf(t)));
+    auto* cf = layout_.table_cf(t);
+    if (!cf) return troupe::errc::invalid_argument;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, cf));
     for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
       auto key = it->key().ToStringView();
       if (!key.starts_with(prefix)) break;
@@ -233,6 +239,8 @@ public:
     }
     return it->status().ok() ? std::error_code{} : std::error_code(errc::storage_failure);
   }
+
+  // -- reads of the journal ------------------------------------------------------
 
   /// Calls `f(const event_record&)` for the events with `from <= seq <= to`,
   /// in order, at most `max` of them, iterating (memory stays bounded).
@@ -267,26 +275,26 @@ public:
   /// The highest sequence number ever written for `pid` (0 if none). It
   /// never decreases, also when events are deleted: it is the larger of the
   /// last event's number and the watermark `delete_up_to` leaves in `meta`.
-  sequence_nr highest_sequence_nr(std::string_view pid) { return read_highest(detail::id_prefix(pid)); }
+  sequence_nr highest_sequence_nr(std::string_view pid) { return layout_.read_highest(detail::id_prefix(pid)); }
 
   /// Deletes the events with `seq <= to` (a range delete; the highest
   /// sequence number stays).
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
     auto prefix = detail::id_prefix(pid);
-    return through_writer(std::string(pid), [this, prefix, to](rocksdb::WriteBatch& b) -> std::error_code {
+    return writer_->run(std::string(pid), [this, prefix, to](rocksdb::WriteBatch& b) -> std::error_code {
       // The watermark with the deletion: the highest number it removes, so
       // that the highest survives even when no event is left.
       sequence_nr removed = 0, watermark = 0;
       try {
-        removed = last_seq(prefix, to);
-        watermark = read_watermark(prefix);
+        removed = layout_.last_seq(prefix, to);
+        watermark = layout_.read_watermark(prefix);
       } catch (const error& e) {
         return e.code();
       }
       if (removed > watermark) {
         std::string h;
-        detail::put_u64(h, removed);
-        b.Put(meta_cf(), highest_key(prefix), h);
+        troupe::detail::put_u64(h, removed);
+        b.Put(meta_cf(), detail::rocksdb_layout::highest_key(prefix), h);
       }
       b.DeleteRange(journal_cf(), detail::seq_key(prefix, 0),
                     detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1));
@@ -300,7 +308,7 @@ public:
   /// Saves a snapshot; one at the same sequence number is overwritten.
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
     auto key = detail::seq_key(detail::id_prefix(pid), s.seq);
-    return through_writer(std::string(pid), [this, key, value = detail::encode_snapshot(s)](rocksdb::WriteBatch& b) {
+    return writer_->run(std::string(pid), [this, key, value = detail::encode_snapshot(s)](rocksdb::WriteBatch& b) {
       b.Put(snapshots_cf(), key, value);
       return std::error_code{};
     });
@@ -334,7 +342,7 @@ public:
 
   std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
     auto key = detail::seq_key(detail::id_prefix(pid), seq);
-    return through_writer(std::string(pid), [this, key](rocksdb::WriteBatch& b) {
+    return writer_->run(std::string(pid), [this, key](rocksdb::WriteBatch& b) {
       b.Delete(snapshots_cf(), key);
       return std::error_code{};
     });
@@ -354,7 +362,7 @@ public:
     }
     if (!it->status().ok()) return errc::storage_failure;
     if (doomed.empty()) return {};
-    return through_writer(std::string(pid), [this, doomed = std::move(doomed)](rocksdb::WriteBatch& b) {
+    return writer_->run(std::string(pid), [this, doomed = std::move(doomed)](rocksdb::WriteBatch& b) {
       for (auto& key : doomed) b.Delete(snapshots_cf(), key);
       return std::error_code{};
     });
@@ -364,90 +372,31 @@ public:
 
   /// Group-commit writes made, and events they carried (their ratio is the
   /// mean batch).
-  std::uint64_t batches_written() const noexcept { return batches_.load(std::memory_order_relaxed); }
-  std::uint64_t events_written() const noexcept { return events_.load(std::memory_order_relaxed); }
+  std::uint64_t batches_written() const noexcept { return writer_->batches_written(); }
+  std::uint64_t events_written() const noexcept { return writer_->events_written(); }
   /// RocksDB records (puts and deletes, events and table changes) written
   /// by those group commits.
-  std::uint64_t records_written() const noexcept { return records_.load(std::memory_order_relaxed); }
+  std::uint64_t records_written() const noexcept { return writer_->records_written(); }
   /// Persistence IDs the writer has in memory now (at most
   /// `rocksdb_options::id_cache` between groups). Approximate while writes
   /// run; for tests and monitoring.
-  std::size_t cached_ids() const noexcept { return cached_ids_.load(std::memory_order_relaxed); }
+  std::size_t cached_ids() const noexcept { return writer_->cached_ids(); }
 
 private:
-  struct request {
-    std::string pid;
-    std::vector<event_record> events;
-    std::vector<table_write> tables;
-    /// Other operations, added to the group's batch on the writer thread
-    /// (all of them, or none with an error).
-    troupe::detail::unique_function<std::error_code(rocksdb::WriteBatch&)> extra;
-    troupe::detail::unique_function<void(std::error_code)> done;
-  };
-
-  /// Every write goes through the writer thread (one RocksDB writer: its
-  /// group commit, and no write ever on an actor's thread). Blocks until
-  /// `extra`'s operations are durable.
-  template <class F>
-  std::error_code through_writer(std::string pid, F extra) {
-    std::promise<std::error_code> p;
-    auto f = p.get_future();
-    {
-      std::lock_guard g(mutex_);
-      if (stopping_) return errc::storage_failure;
-      queue_.push_back({std::move(pid), {}, {}, std::move(extra), [&p](std::error_code ec) { p.set_value(ec); }});
-      wake_.notify_one();
-    }
-    return f.get();
+  /// The journal's memtable inserts with a hint per persistence ID (an ID's
+  /// events are appended after its previous one); a write-path setting only.
+  static rocksdb::ColumnFamilyOptions own_options(std::string_view name) {
+    rocksdb::ColumnFamilyOptions cf;
+    if (name == "journal") cf.memtable_insert_with_hint_prefix_extractor = detail::id_prefix_extractor();
+    return cf;
   }
 
-  static std::string highest_key(const std::string& prefix) { return "h" + prefix; }
-
-  /// A key's `id` part (its u16 length and the ID's bytes), for the
-  /// memtable's insert hints. Sequence number 0 (never an event: the start
-  /// of `delete_up_to`'s range deletion) is outside the domain: RocksDB 7.8
-  /// keeps one hint per prefix for both the point and the range-deletion
-  /// memtables, and a hint from one used in the other corrupts the skiplist.
-  class id_prefix_transform final : public rocksdb::SliceTransform {
-  public:
-    const char* Name() const override { return "troupe.id_prefix"; }
-    rocksdb::Slice Transform(const rocksdb::Slice& key) const override { return {key.data(), length(key)}; }
-    bool InDomain(const rocksdb::Slice& key) const override {
-      if (key.size() < 2 || key.size() != length(key) + 8) return false;
-      return detail::seq_of_key(key.ToStringView()) != 0;
-    }
-
-  private:
-    static std::size_t length(const rocksdb::Slice& key) {
-      return 2 + (static_cast<std::size_t>(static_cast<unsigned char>(key[0])) << 8 |
-                  static_cast<unsigned char>(key[1]));
-    }
-  };
-
-  /// A table key's owner part (a u16 length and the owner's ID), for the
-  /// memtable's insert hints; keys no longer than that are outside the
-  /// domain. These tables have no range deletions.
-  class owner_prefix_transform final : public rocksdb::SliceTransform {
-  public:
-    const char* Name() const override { return "troupe.owner_prefix"; }
-    rocksdb::Slice Transform(const rocksdb::Slice& key) const override { return {key.data(), length(key)}; }
-    bool InDomain(const rocksdb::Slice& key) const override { return key.size() >= 2 && key.size() > length(key); }
-
-  private:
-    static std::size_t length(const rocksdb::Slice& key) {
-      return 2 + (static_cast<std::size_t>(static_cast<unsigned char>(key[0])) << 8 |
-                  static_cast<unsigned char>(key[1]));
-    }
-  };
-
-  static std::shared_ptr<const rocksdb::SliceTransform> owner_prefix_extractor() {
-    static const auto instance = std::make_shared<const owner_prefix_transform>();
-    return instance;
-  }
-
-  static std::shared_ptr<const rocksdb::SliceTransform> id_prefix_extractor() {
-    static const auto instance = std::make_shared<const id_prefix_transform>();
-    return instance;
+  /// Tables insert with a hint per owner, for keys that start with a
+  /// length-prefixed name (keys of other shapes get none).
+  static rocksdb::ColumnFamilyOptions table_options() {
+    rocksdb::ColumnFamilyOptions cf;
+    cf.memtable_insert_with_hint_prefix_extractor = detail::owner_prefix_extractor();
+    return cf;
   }
 
   rocksdb::WriteOptions write_options() const {
@@ -457,12 +406,23 @@ private:
     return wo;
   }
 
+  void close_handles() noexcept {
+    for (auto& t : layout_.tables)
+      if (auto* h = t.exchange(nullptr)) {
+        if (std::find(handles_.begin(), handles_.end(), h) == handles_.end()) db_->DestroyColumnFamilyHandle(h);
+      }
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    handles_.clear();
+    db_->Close();
+    db_.reset();
+  }
+
   void check_format(const std::string& path) {
     std::string v;
     auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), "format", &v);
     if (st.IsNotFound()) {
       std::string f;
-      detail::put_u32(f, format_version);
+      troupe::detail::put_u32(f, format_version);
       rocksdb::WriteOptions wo;
       wo.sync = true;
       if (!db_->Put(wo, meta_cf(), "format", f).ok())
@@ -470,225 +430,20 @@ private:
       return;
     }
     if (!st.ok() || v.size() != 4) throw error(errc::storage_failure, "cannot read the format version of " + path);
-    auto found = detail::get_be(v, 0, 4);
+    auto found = troupe::detail::get_be(v, 0, 4);
     if (found > format_version) {
       throw error(errc::store_format_too_new, "store " + path + " has format version " + std::to_string(found) +
                                                   "; this troupe reads up to " + std::to_string(format_version));
     }
   }
 
-  void write_loop() {
-    std::vector<request> work;
-    std::vector<table_write> later;
-    for (;;) {
-      {
-        std::unique_lock l(mutex_);
-        wake_.wait(l, [&] { return stopping_ || !queue_.empty() || !later_.empty(); });
-        if (queue_.empty() && later_.empty()) return; // stopping, nothing left
-        work.swap(queue_);
-        later.swap(later_);
-      }
-      commit_group(work, later);
-      work.clear();
-      later.clear();
-      if (ids_.size() > options_.id_cache) evict_ids();
-      cached_ids_.store(ids_.size(), std::memory_order_relaxed);
-    }
-  }
-
-  /// What the writer knows of one persistence ID.
-  struct id_entry {
-    std::string prefix; // detail::id_prefix
-    sequence_nr highest = 0;
-    std::uint64_t used = 0; // the group that last wrote it
-  };
-
-  /// Drops the least recently written IDs, down to 90% of the cache, so
-  /// that eviction runs once per tenth of the cache's turnover. Between
-  /// groups only: every write of a dropped ID is committed, so reading its
-  /// highest back from the store gives the same number.
-  void evict_ids() {
-    const std::size_t keep = std::max<std::size_t>(1, options_.id_cache - options_.id_cache / 10);
-    std::vector<std::uint64_t> ages;
-    ages.reserve(ids_.size());
-    for (auto& [pid, e] : ids_) ages.push_back(e.used);
-    auto cut = ages.begin() + static_cast<std::ptrdiff_t>(ids_.size() - keep);
-    std::nth_element(ages.begin(), cut, ages.end());
-    const auto oldest_kept = *cut;
-    std::size_t excess = ids_.size() - keep;
-    for (auto it = ids_.begin(); it != ids_.end() && excess > 0;) {
-      if (it->second.used < oldest_kept) {
-        it = ids_.erase(it);
-        --excess;
-      } else {
-        ++it;
-      }
-    }
-    // Ties at the cut: drop enough of them too.
-    for (auto it = ids_.begin(); it != ids_.end() && excess > 0;) {
-      if (it->second.used == oldest_kept) {
-        it = ids_.erase(it);
-        --excess;
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  /// One write for every valid request of the group, after the writes
-  /// `write_later` queued for it.
-  void commit_group(std::vector<request>& group, const std::vector<table_write>& later) {
-    ++groups_;
-    // In key order: consecutive memtable inserts then land next to each
-    // other. Requests of one ID keep their relative order (stable sort).
-    order_.clear();
-    for (auto& r : group) order_.push_back(&r);
-    if (order_.size() > 1)
-      std::stable_sort(order_.begin(), order_.end(), [](const request* a, const request* b) {
-        return a->pid.size() != b->pid.size() ? a->pid.size() < b->pid.size() : a->pid < b->pid;
-      });
-    batch_.Clear();
-    accepted_.clear();
-    for (auto& w : later) put_table(w);
-    std::uint64_t events = 0;
-    for (auto* r : order_) {
-      id_entry* id = nullptr;
-      if (!r->events.empty() || (!r->extra && r->tables.empty())) {
-        try {
-          id = &entry(r->pid);
-        } catch (const error& e) {
-          r->done(e.code());
-          continue;
-        }
-        bool valid = true;
-        for (std::size_t i = 0; i < r->events.size(); ++i)
-          if (r->events[i].seq != id->highest + 1 + i) valid = false;
-        if (!valid) {
-          r->done(errc::sequence_mismatch);
-          continue;
-        }
-        for (auto& e : r->events)
-          if (e.manifest.size() > 0xFFFF) valid = false;
-        if (!valid) {
-          r->done(errc::invalid_argument);
-          continue;
-        }
-      }
-      // Validated: from here on, the request's operations all go in.
-      if (r->extra) {
-        if (auto ec = r->extra(batch_)) {
-          r->done(ec);
-          continue;
-        }
-      } else if (r->events.empty() && r->tables.empty()) {
-        r->done({});
-        continue;
-      }
-      for (auto& w : r->tables) put_table(w);
-      for (auto& e : r->events) put_event(id->prefix, e);
-      accepted_.push_back({r, id, id ? id->highest : 0});
-      if (!r->events.empty()) id->highest = r->events.back().seq;
-      events += r->events.size();
-    }
-    if (accepted_.empty() && later.empty()) return;
-    auto wo = write_options();
-    auto st = db_->Write(wo, &batch_);
-    std::error_code ec;
-    if (st.ok()) {
-      batches_.fetch_add(1, std::memory_order_relaxed);
-      events_.fetch_add(events, std::memory_order_relaxed);
-      records_.fetch_add(batch_.Count(), std::memory_order_relaxed);
-    } else {
-      ec = errc::storage_failure;
-      // Nothing was written: roll the highest numbers back (in reverse, so
-      // an ID with several requests gets the first one's).
-      for (auto a = accepted_.rbegin(); a != accepted_.rend(); ++a)
-        if (a->id) a->id->highest = a->highest_before;
-    }
-    for (auto& a : accepted_) a.r->done(ec);
-  }
-
-  void put_table(const table_write& w) {
-    if (w.value)
-      batch_.Put(table_cf(w.table), w.key, *w.value);
-    else
-      batch_.Delete(table_cf(w.table), w.key);
-  }
-
-  /// Adds one event to the batch, without building its key or value in a
-  /// string of its own: RocksDB concatenates the parts.
-  void put_event(const std::string& prefix, const event_record& e) {
-    char seq[8];
-    for (int i = 0; i < 8; ++i) seq[i] = static_cast<char>(e.seq >> (56 - 8 * i));
-    char header[10];
-    detail::event_header(e, header);
-    const rocksdb::Slice key[2] = {prefix, {seq, 8}};
-    const rocksdb::Slice value[3] = {{header, 10}, e.manifest, e.payload};
-    batch_.Put(journal_cf(), rocksdb::SliceParts(key, 2), rocksdb::SliceParts(value, 3));
-  }
-
-  id_entry& entry(const std::string& pid) {
-    auto it = ids_.find(pid);
-    if (it == ids_.end()) {
-      id_entry e;
-      e.prefix = detail::id_prefix(pid);
-      e.highest = read_highest(e.prefix);
-      it = ids_.emplace(pid, std::move(e)).first;
-    }
-    it->second.used = groups_;
-    return it->second;
-  }
-
-  sequence_nr read_highest(const std::string& prefix) {
-    return std::max(last_seq(prefix, max_sequence_nr), read_watermark(prefix));
-  }
-
-  /// The number of the last event of the ID with `seq <= at_most` (0 if none).
-  sequence_nr last_seq(const std::string& prefix, sequence_nr at_most) {
-    rocksdb::ReadOptions ro;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, journal_cf()));
-    it->SeekForPrev(detail::seq_key(prefix, at_most));
-    if (it->Valid() && detail::has_prefix(it->key().ToStringView(), prefix)) return detail::seq_of_key(it->key().ToStringView());
-    if (!it->status().ok()) throw error(errc::storage_failure, "cannot read the journal: " + it->status().ToString());
-    return 0;
-  }
-
-  /// The highest number a deletion removed (0 if none).
-  sequence_nr read_watermark(const std::string& prefix) {
-    std::string v;
-    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), highest_key(prefix), &v);
-    if (st.IsNotFound()) return 0;
-    if (!st.ok() || v.size() != 8) throw error(errc::storage_failure, "cannot read highest sequence number: " + st.ToString());
-    return detail::get_be(v, 0, 8);
-  }
-
   rocksdb_options options_;
   std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::vector<request> queue_;
-  std::vector<table_write> later_; // write_later's, for the next group
-  bool stopping_ = false;
-  std::thread writer_;
-
-  // Writer thread only (kept across groups to reuse their memory).
-  struct accepted_request {
-    request* r;
-    id_entry* id;
-    sequence_nr highest_before;
-  };
-  std::unordered_map<std::string, id_entry> ids_;
-  std::uint64_t groups_ = 0; // groups committed, the clock of `id_entry::used`
-  std::vector<request*> order_;
-  std::vector<accepted_request> accepted_;
-  rocksdb::WriteBatch batch_;
-
-  std::atomic<std::uint64_t> batches_{0};
-  std::atomic<std::uint64_t> events_{0};
-  std::atomic<std::uint64_t> records_{0};
-  std::atomic<std::size_t> cached_ids_{0};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_; // opened with the store
+  detail::rocksdb_layout layout_;
+  detail::table_registry registry_;
+  std::mutex tables_mutex_; // open_table
+  std::optional<detail::group_writer> writer_;
 };
 
 } // namespace troupe::persistence

@@ -1,107 +1,32 @@
 #pragma once
 
-// Binary keys and values of the on-disk format (docs/storage.md).
+// Binary keys and values of the journal and snapshot records: the on-disk
+// format of docs/storage.md, the same for every store that stores bytes.
 
 #include <troupe/error.hpp>
 #include <troupe/persistence/records.hpp>
-
-#include <boost/crc.hpp>
+#include <troupe/persistence/detail/crc32c.hpp>
+#include <troupe/detail/bytes.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace troupe::persistence::detail {
 
-inline void put_u16(std::string& out, std::uint16_t v) {
-  out.push_back(static_cast<char>(v >> 8));
-  out.push_back(static_cast<char>(v));
-}
-inline void put_u32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
-}
-inline void put_u64(std::string& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
-}
-inline std::uint64_t get_be(std::string_view in, std::size_t at, std::size_t bytes) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(in[at + i]);
-  return v;
-}
+using troupe::detail::get_be;
+using troupe::detail::put_u32;
+using troupe::detail::put_u64;
 
-/// CRC-32C (Castagnoli), as Boost.CRC defines it.
-using crc32c_type = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
+inline constexpr std::size_t max_persistence_id = troupe::detail::max_prefixed_name;
+inline constexpr std::size_t max_manifest = 0xFFFF;
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TROUPE_CRC32C_SSE42 1
-/// The same CRC with the SSE 4.2 instruction, 8 bytes at a time: recovery
-/// checks every record, and the table-driven version was 40% of its time.
-/// `crc` is the running, not yet inverted, value.
-__attribute__((target("sse4.2"))) inline std::uint32_t crc32c_sse42(std::uint32_t crc, std::string_view data) noexcept {
-  std::uint64_t c = crc;
-  const char* p = data.data();
-  std::size_t n = data.size();
-  for (; n >= 8; p += 8, n -= 8) {
-    std::uint64_t word;
-    std::memcpy(&word, p, 8);
-    c = __builtin_ia32_crc32di(c, word);
-  }
-  auto c32 = static_cast<std::uint32_t>(c);
-  for (; n > 0; ++p, --n) c32 = __builtin_ia32_crc32qi(c32, static_cast<unsigned char>(*p));
-  return c32;
-}
-#endif
-
-inline bool cpu_has_crc32c() noexcept {
-#ifdef TROUPE_CRC32C_SSE42
-  static const bool has = __builtin_cpu_supports("sse4.2");
-  return has;
-#else
-  return false;
-#endif
-}
-
-/// CRC-32C of several pieces in a row.
-class crc32c_state {
-public:
-  explicit crc32c_state(bool hardware = cpu_has_crc32c()) noexcept : hardware_(hardware) {}
-
-  void update(std::string_view data) noexcept {
-#ifdef TROUPE_CRC32C_SSE42
-    if (hardware_) {
-      running_ = crc32c_sse42(running_, data);
-      return;
-    }
-#endif
-    table_.process_bytes(data.data(), data.size());
-  }
-  std::uint32_t value() const noexcept { return hardware_ ? running_ ^ 0xFFFFFFFF : table_.checksum(); }
-
-private:
-  bool hardware_;
-  std::uint32_t running_ = 0xFFFFFFFF;
-  crc32c_type table_;
-};
-
-/// The checksum of records: CRC-32C of `data`.
-inline std::uint32_t crc32c(std::string_view data) noexcept {
-  crc32c_state s;
-  s.update(data);
-  return s.value();
-}
-
-inline constexpr std::size_t max_persistence_id = 0xFFFF;
-
-/// `u16 length` + the persistence ID: the prefix of every key of one ID.
+/// The persistence ID with its `u16` length: the prefix of every key of one
+/// ID. Throws `invalid_argument` for an empty ID or one over 65,535 bytes.
 inline std::string id_prefix(std::string_view pid) {
   if (pid.empty() || pid.size() > max_persistence_id)
-    throw error(errc::invalid_argument, "persistence ID must have 1 to 65535 bytes");
-  std::string k;
-  k.reserve(2 + pid.size() + 8);
-  put_u16(k, static_cast<std::uint16_t>(pid.size()));
-  k.append(pid);
-  return k;
+    throw error(troupe::errc::invalid_argument, "persistence ID must have 1 to 65535 bytes");
+  return troupe::detail::prefixed(pid, 8);
 }
 
 /// Prefix + big-endian sequence number: keys of one ID sort by sequence.
@@ -119,23 +44,20 @@ inline bool has_prefix(std::string_view key, std::string_view prefix) {
 }
 
 /// Event value: crc32c of the rest | u32 version | u16 manifest length |
-/// manifest | payload.
-/// The first 10 bytes of an event value (crc, version, manifest length);
+/// manifest | payload. The first 10 bytes (crc, version, manifest length);
 /// the manifest and the payload follow. The manifest must fit in a u16.
 inline void event_header(const event_record& e, char (&out)[10]) noexcept {
-  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>(e.version >> (24 - 8 * i));
-  out[8] = static_cast<char>(e.manifest.size() >> 8);
-  out[9] = static_cast<char>(e.manifest.size());
+  troupe::detail::store_be<4>(out + 4, e.version);
+  troupe::detail::store_be<2>(out + 8, static_cast<std::uint16_t>(e.manifest.size()));
   crc32c_state crc;
   crc.update({out + 4, 6});
   crc.update(e.manifest);
   crc.update(e.payload);
-  const auto c = crc.value();
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(c >> (24 - 8 * i));
+  troupe::detail::store_be<4>(out, crc.value());
 }
 
 inline std::string encode_event(const event_record& e) {
-  if (e.manifest.size() > 0xFFFF) throw error(errc::invalid_argument, "manifest longer than 65535 bytes");
+  if (e.manifest.size() > max_manifest) throw error(troupe::errc::invalid_argument, "manifest longer than 65535 bytes");
   char header[10];
   event_header(e, header);
   std::string out;

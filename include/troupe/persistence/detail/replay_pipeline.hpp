@@ -3,7 +3,7 @@
 // Recovery in two stages: the thread that reads the journal hands records,
 // in chunks, to a second thread that decodes and applies them in order.
 
-#include <troupe/persistence/journal.hpp>
+#include <troupe/persistence/blocking_thread.hpp>
 #include <troupe/persistence/records.hpp>
 
 #include <condition_variable>

@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// `troupe::delivery::faulty_transport`: a transport for tests that drops,
+/// `troupe::testing::faulty_transport`: a transport for tests that drops,
 /// duplicates, reorders and delays messages and acknowledgements with given
 /// probabilities, from a seed.
 
@@ -18,7 +18,12 @@
 #include <random>
 #include <utility>
 
-namespace troupe::delivery {
+namespace troupe::testing {
+
+using delivery::acknowledgement;
+using delivery::endpoint;
+using delivery::message;
+using delivery::transport;
 
 /// What happens to each message (or acknowledgement), drawn independently.
 struct fault_rates {
@@ -44,16 +49,17 @@ struct fault_counts {
 /// (thread scheduling still varies). Delayed sends run on `executor`.
 ///
 /// \code
-/// auto net = std::make_shared<faulty_transport>(std::make_shared<local_transport>(), sys.get_executor(), seed);
+/// auto net = std::make_shared<troupe::testing::faulty_transport>(
+///     std::make_shared<troupe::delivery::local_transport>(), sys.get_executor(), seed);
 /// net->set_message_faults({.drop = 0.2, .duplicate = 0.1, .reorder = 0.1});
 /// net->set_ack_faults({.drop = 0.2});
-/// troupe::delivery::attach(sys, net);
+/// troupe::delivery::set_transport(sys, net);
 /// \endcode
 class faulty_transport final : public transport, public std::enable_shared_from_this<faulty_transport> {
 public:
   faulty_transport(std::shared_ptr<transport> inner, asio::any_io_executor executor, std::uint64_t seed)
       : inner_(std::move(inner)), executor_(std::move(executor)), rng_(seed) {
-    if (!inner_) throw error(errc::invalid_argument, "faulty_transport: the inner transport is null");
+    if (!inner_) throw error(troupe::errc::invalid_argument, "faulty_transport: the inner transport is null");
   }
 
   void set_message_faults(const fault_rates& r) {
@@ -94,9 +100,9 @@ private:
 
   static void check(const fault_rates& r) {
     for (double p : {r.drop, r.duplicate, r.reorder, r.delay})
-      if (!(p >= 0 && p <= 1)) throw error(errc::invalid_argument, "faulty_transport: a probability is outside [0, 1]");
+      if (!(p >= 0 && p <= 1)) throw error(troupe::errc::invalid_argument, "faulty_transport: a probability is outside [0, 1]");
     if (r.reorder_window.count() < 1 || r.max_delay.count() < 1)
-      throw error(errc::invalid_argument, "faulty_transport: reorder_window and max_delay must be at least 1 ms");
+      throw error(troupe::errc::invalid_argument, "faulty_transport: reorder_window and max_delay must be at least 1 ms");
   }
 
   template <class T>
@@ -153,4 +159,4 @@ private:
   fault_counts message_counts_, ack_counts_;
 };
 
-} // namespace troupe::delivery
+} // namespace troupe::testing

@@ -1,9 +1,10 @@
 #pragma once
 
 /// \file
-/// `troupe::persistence::faulty_journal`: a journal wrapper that injects
+/// `troupe::testing::faulty_journal`: a journal wrapper that injects
 /// failures and delays, for tests of persistent actors (also users' own).
 
+#include <troupe/persistence/error.hpp>
 #include <troupe/persistence/journal.hpp>
 
 #include <asio/steady_timer.hpp>
@@ -14,15 +15,24 @@
 #include <future>
 #include <memory>
 
-namespace troupe::persistence {
+namespace troupe::testing {
+
+using persistence::journal;
+using persistence::sequence_nr;
+using persistence::snapshot_criteria;
+using persistence::snapshot_record;
+using persistence::event_record;
+using persistence::table;
+using persistence::table_write;
 
 /// Wraps a journal and, on request, fails or rejects the next writes, fails
 /// the next replays or snapshot loads, or delays every write's
 /// acknowledgement. Thread-safe.
 ///
 /// \code
-/// auto store = std::make_shared<memory_store>();
-/// auto j = std::make_shared<faulty_journal>(std::make_shared<journal_of<memory_store>>(store));
+/// auto store = std::make_shared<troupe::persistence::memory_store>();
+/// auto j = std::make_shared<troupe::testing::faulty_journal>(
+///     std::make_shared<troupe::persistence::journal_of<troupe::persistence::memory_store>>(store));
 /// j->fail_next_writes(1);   // the next persist throws storage_failure; nothing is written
 /// \endcode
 class faulty_journal final : public journal {
@@ -51,15 +61,15 @@ public:
   /// (zero: at once).
   void delay_writes(std::chrono::milliseconds d) noexcept { delay_ms_.store(d.count()); }
 
-  using journal::write;
+  table open_table(std::string_view name) override { return inner_->open_table(name); }
 
   /// Not failed, rejected nor delayed: passed on.
   void write_later(std::vector<table_write> tables) override { inner_->write_later(std::move(tables)); }
 
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {
-    if (take(failing_writes_)) return done(errc::storage_failure);
-    if (take(rejected_writes_)) return done(errc::write_rejected);
+    if (take(failing_writes_)) return done(persistence::errc::storage_failure);
+    if (take(rejected_writes_)) return done(persistence::errc::write_rejected);
     const auto delay = std::chrono::milliseconds(delay_ms_.load());
     if (delay.count() == 0) return inner_->write(std::move(pid), std::move(events), std::move(tables), std::move(done));
     inner_->write(std::move(pid), std::move(events), std::move(tables),
@@ -74,11 +84,11 @@ public:
   }
 
   void run_blocking(troupe::detail::unique_function<void()> f) override { inner_->run_blocking(std::move(f)); }
-  detail::blocking_thread* applier() noexcept override { return inner_->applier(); }
+  persistence::blocking_thread* applier() noexcept override { return inner_->applier(); }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
                          const std::function<void(const event_record&)>& f) override {
-    if (take(failing_replays_)) return errc::storage_failure;
+    if (take(failing_replays_)) return persistence::errc::storage_failure;
     return inner_->replay(pid, from, to, max, f);
   }
 
@@ -102,7 +112,7 @@ public:
   std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c,
                                 std::optional<snapshot_record>& out) override {
     out.reset();
-    if (take(failing_loads_)) return errc::storage_failure;
+    if (take(failing_loads_)) return persistence::errc::storage_failure;
     return inner_->load_snapshot(pid, c, out);
   }
 
@@ -124,7 +134,7 @@ private:
   std::atomic<int> failing_replays_{0};
   std::atomic<int> failing_loads_{0};
   std::atomic<std::int64_t> delay_ms_{0};
-  detail::blocking_thread timers_{"troupe-faulty"};
+  persistence::blocking_thread timers_{"troupe-faulty"};
 };
 
-} // namespace troupe::persistence
+} // namespace troupe::testing

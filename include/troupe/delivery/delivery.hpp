@@ -1,0 +1,76 @@
+#pragma once
+
+/// \file
+/// What reliable delivery speaks of: the message types it carries, what a
+/// receiver's handler gets, and what a sender is told about its deliveries.
+
+#include <troupe/error.hpp>
+#include <troupe/delivery/delivery_id.hpp>
+#include <troupe/persistence/event.hpp>
+#include <troupe/persistence/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace troupe::delivery {
+
+/// A message type that can be delivered: like an event, JSON-convertible
+/// with a stable `manifest` (and optional `version`).
+template <class M>
+concept message_type = persistence::event<M>;
+
+/// The message types a reliable actor accepts as `delivery<M>`.
+template <message_type... M>
+struct accepts {};
+
+/// What a receiver's handler gets: the delivery ID (the same on every
+/// attempt), the sender's name and the message.
+template <class M>
+struct delivery {
+  delivery_id id;
+  std::string sender;
+  M message;
+};
+
+/// Told to a sender that handles it, once a delivery is confirmed, with the
+/// receiver's reply (JSON text) if its handler returned one. A notification:
+/// not repeated if the sender crashes right after the confirmation.
+struct confirmed {
+  delivery_id id;
+  std::string to;
+  std::optional<std::string> reply;
+
+  /// The reply as an `R` (throws if there is none or it does not convert).
+  template <class R>
+  R reply_as() const {
+    if (!reply) throw error(troupe::errc::invalid_argument, "delivery " + id.str() + " was confirmed without a reply");
+    return persistence::from_json_text<R>(*reply);
+  }
+};
+
+/// Told to a sender that handles it when a delivery reaches
+/// `redelivery_policy::warn_after` attempts.
+struct redelivery_warning {
+  delivery_id id;
+  std::string to;
+  std::uint32_t attempts = 0;
+};
+
+/// A delivery given up after `redelivery_policy::max_attempts`.
+struct dead_letter {
+  delivery_id id;
+  std::string to;
+  std::string manifest;
+  std::uint32_t attempts = 0;
+  /// When it was given up, in milliseconds since the epoch.
+  std::int64_t since_ms = 0;
+};
+
+/// Told to a sender that handles it when a delivery becomes a dead letter
+/// (the threshold callback).
+struct delivery_failed {
+  dead_letter letter;
+};
+
+} // namespace troupe::delivery

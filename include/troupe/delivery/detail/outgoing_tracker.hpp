@@ -1,0 +1,375 @@
+#pragma once
+
+// A sender's outgoing deliveries: what is unconfirmed, when each is due
+// again, redelivery, dead letters, room under `max_unconfirmed`. Also the
+// actor's endpoint on the transport.
+
+#include <troupe/actor_ref.hpp>
+#include <troupe/concepts.hpp>
+#include <troupe/error.hpp>
+#include <troupe/delivery/delivery.hpp>
+#include <troupe/delivery/delivery_id.hpp>
+#include <troupe/delivery/operator.hpp>
+#include <troupe/delivery/policy.hpp>
+#include <troupe/delivery/transport.hpp>
+#include <troupe/delivery/detail/codec.hpp>
+#include <troupe/persistence/journal.hpp>
+#include <troupe/persistence/records.hpp>
+#include <troupe/detail/backoff.hpp>
+#include <troupe/detail/clock.hpp>
+#include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/unique_function.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace troupe::delivery::detail {
+
+/// Told to a receiver by its endpoint.
+struct inbound {
+  message msg;
+};
+
+/// A sender's unconfirmed deliveries, shared by the actor (which adds them
+/// once durable), the redelivery timer and the acknowledgements (which may
+/// arrive while the actor is busy): so acknowledgements free capacity even
+/// while a handler waits for it. Also the actor's endpoint on the transport:
+/// it puts what arrives for the actor into its mailbox (`inbound`).
+template <class Actor>
+class outgoing_tracker final : public endpoint, public std::enable_shared_from_this<outgoing_tracker<Actor>> {
+public:
+  using clock = std::chrono::steady_clock;
+
+  outgoing_tracker(std::string pid, std::shared_ptr<persistence::journal> j, detail::tables tables,
+                   std::shared_ptr<transport> net, actor_ref<Actor> self, redelivery_policy policy,
+                   asio::any_io_executor ex)
+      : pid_(std::move(pid)), prefix_(key_prefix(pid_)), journal_(std::move(j)), tables_(tables), net_(std::move(net)),
+        self_(std::move(self)), policy_(policy), timer_(std::in_place, ex),
+        rng_(std::hash<std::string>{}(pid_) ^ static_cast<std::uint64_t>(troupe::detail::now_ms())) {
+    const auto half = policy_.initial_backoff / 2;
+    tick_ = std::clamp<std::chrono::milliseconds>(std::chrono::duration_cast<std::chrono::milliseconds>(half),
+                                                  std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
+  }
+
+  std::string pending_key(std::string_view id) const { return key(prefix_, 'p', id); }
+  std::string dead_key(std::string_view id) const { return key(prefix_, 'x', id); }
+  const std::string& prefix() const noexcept { return prefix_; }
+
+  /// Binds the endpoint, and sends what recovery found pending at once.
+  void start(std::vector<outgoing> recovered) {
+    net_->bind(pid_, this->shared_from_this());
+    add(std::move(recovered));
+    std::lock_guard g(mutex_);
+    arm();
+  }
+
+  void close() {
+    std::vector<waiter> ws;
+    {
+      std::lock_guard g(mutex_);
+      if (closed_) return;
+      closed_ = true;
+      // The timer belongs to the actor system's thread pool: it must not
+      // outlive it, while the tracker may (a write's callback can hold it).
+      timer_.reset();
+      ws.swap(waiters_);
+    }
+    net_->unbind(pid_, this);
+    for (auto& w : ws) w(make_error_code(troupe::errc::actor_stopped));
+  }
+
+  /// Room for `n` more deliveries: true, or false when full.
+  bool try_reserve(std::size_t n) {
+    std::lock_guard g(mutex_);
+    if (pending_.size() + reserved_ + n > policy_.max_unconfirmed) return false;
+    reserved_ += n;
+    return true;
+  }
+
+  void unreserve(std::size_t n) {
+    std::vector<waiter> ws;
+    {
+      std::lock_guard g(mutex_);
+      reserved_ -= std::min(n, reserved_);
+      ws.swap(waiters_);
+    }
+    for (auto& w : ws) w({});
+  }
+
+  /// Completes (`void(std::error_code)`) when capacity may have been freed.
+  template <class Token>
+  auto wait_for_room(Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this](auto handler) {
+          auto h = std::make_shared<troupe::detail::stored_handler<decltype(handler)>>(std::move(handler));
+          std::lock_guard g(mutex_);
+          if (closed_) {
+            h->post(make_error_code(troupe::errc::actor_stopped));
+            return;
+          }
+          if (pending_.size() + reserved_ < policy_.max_unconfirmed) {
+            h->post(std::error_code{});
+            return;
+          }
+          waiters_.emplace_back([h](std::error_code ec) { h->post(ec); });
+        },
+        token);
+  }
+
+  /// Deliveries whose intent is durable (they were reserved): tracked and
+  /// sent now.
+  void add_reserved(std::vector<outgoing> out) {
+    {
+      std::lock_guard g(mutex_);
+      reserved_ -= std::min(out.size(), reserved_);
+    }
+    add(std::move(out));
+  }
+
+  /// One delivery whose intent is durable (it was reserved).
+  void add_reserved(outgoing o) {
+    std::optional<message> m;
+    {
+      std::lock_guard g(mutex_);
+      reserved_ -= std::min<std::size_t>(1, reserved_);
+      if (closed_) return;
+      m = track(std::move(o), clock::now());
+    }
+    if (m) net_->send(std::move(*m));
+  }
+
+  /// One copy per sender and ID waits in the mailbox at most: while it
+  /// waits, later copies (redeliveries) are dropped, so a slow receiver's
+  /// mailbox does not fill with redeliveries of what it has not reached yet.
+  void receive(message m) override {
+    auto key = queue_key(m);
+    {
+      std::lock_guard g(mutex_);
+      if (closed_ || !queued_.insert(key).second) return;
+    }
+    // Dropped if the mailbox is full or the actor stopped: redelivered later.
+    if (self_.tell(inbound{std::move(m)})) {
+      std::lock_guard g(mutex_);
+      queued_.erase(key);
+    }
+  }
+
+  /// The actor took `m` out of its mailbox.
+  void dequeued(const message& m) {
+    auto key = queue_key(m);
+    std::lock_guard g(mutex_);
+    queued_.erase(key);
+  }
+
+  /// Confirms the delivery: forgotten at once, its record removed with the
+  /// store's next write (`journal::write_later`). Should a crash come
+  /// first, the delivery is sent again after the restart and answered from
+  /// the receiver's dedup mark.
+  void acknowledge(acknowledgement a) override {
+    std::vector<waiter> ws;
+    {
+      std::lock_guard g(mutex_);
+      auto it = pending_.find(a.id.str());
+      if (it == pending_.end()) return; // repeated or late: harmless
+      forget(it);
+      ++stats_.confirmed;
+      ws.swap(waiters_);
+    }
+    std::vector<persistence::table_write> tables;
+    tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(a.id.str())));
+    journal_->write_later(std::move(tables));
+    for (auto& w : ws) w({});
+    if constexpr (handles<Actor, confirmed>) (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
+  }
+
+  delivery_stats stats() const {
+    std::lock_guard g(mutex_);
+    auto s = stats_;
+    s.unconfirmed = pending_.size();
+    return s;
+  }
+
+private:
+  using waiter = troupe::detail::unique_function<void(std::error_code)>;
+
+  using schedule_map = std::multimap<clock::time_point, std::string>;
+
+  struct entry {
+    outgoing out;
+    std::uint32_t attempts = 0;
+    std::optional<schedule_map::iterator> slot; // in schedule_
+  };
+
+  /// With the mutex held: `e` (under `id`) is due again at `due`.
+  void schedule(entry& e, const std::string& id, clock::time_point due) {
+    if (e.slot) schedule_.erase(*e.slot);
+    e.slot = schedule_.emplace(due, id);
+  }
+
+  /// With the mutex held.
+  void forget(std::unordered_map<std::string, entry>::iterator it) {
+    if (it->second.slot) schedule_.erase(*it->second.slot);
+    pending_.erase(it);
+  }
+
+  /// Copies are told apart by sender and ID (each sender gets its
+  /// acknowledgement), by a 64-bit hash of both: should two waiting
+  /// deliveries ever share it, the later one's copy is dropped and sent
+  /// again by its sender, as any dropped copy is.
+  static std::uint64_t queue_key(const message& m) {
+    const std::uint64_t a = std::hash<std::string_view>{}(m.from);
+    const std::uint64_t b = std::hash<std::string_view>{}(m.id.str());
+    return a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+  }
+
+  void add(std::vector<outgoing> out) {
+    std::vector<message> now;
+    {
+      std::lock_guard g(mutex_);
+      if (closed_) return;
+      const auto t = clock::now();
+      for (auto& o : out)
+        if (auto m = track(std::move(o), t)) now.push_back(std::move(*m));
+    }
+    for (auto& m : now) net_->send(std::move(m));
+  }
+
+  /// With the mutex held: tracks `o`, due again after the first backoff,
+  /// and gives the message to send now — none if a delivery under its ID
+  /// is unconfirmed already (then it is that delivery).
+  std::optional<message> track(outgoing&& o, clock::time_point t) {
+    auto [it, fresh] = pending_.try_emplace(o.id);
+    if (!fresh) return std::nullopt;
+    it->second.out = std::move(o);
+    it->second.attempts = 1;
+    schedule(it->second, it->first, t + backoff(1));
+    ++stats_.sent;
+    return to_message(it->second.out);
+  }
+
+  message to_message(const outgoing& o) const {
+    return message{o.to, pid_, delivery_id(o.id), o.manifest, o.version, o.payload};
+  }
+
+  clock::duration backoff(std::uint32_t attempts) {
+    const auto d = troupe::detail::exponential_backoff(policy_.initial_backoff, policy_.max_backoff, attempts);
+    return std::chrono::duration_cast<clock::duration>(troupe::detail::jittered(d, policy_.jitter, rng_));
+  }
+
+  /// With the mutex held.
+  void arm() {
+    if (closed_) return;
+    timer_->expires_after(tick_);
+    timer_->async_wait([w = this->weak_from_this()](std::error_code ec) {
+      if (ec) return;
+      if (auto self = w.lock()) self->tick();
+    });
+  }
+
+  void tick() {
+    std::vector<message> resend;
+    std::vector<std::pair<outgoing, std::uint32_t>> give_up;
+    std::vector<redelivery_warning> warnings;
+    {
+      std::lock_guard g(mutex_);
+      if (closed_) return;
+      const auto t = clock::now();
+      // Only what is due, earliest first.
+      while (!schedule_.empty() && schedule_.begin()->first <= t && resend.size() < policy_.burst) {
+        auto it = pending_.find(schedule_.begin()->second);
+        schedule_.erase(schedule_.begin());
+        if (it == pending_.end()) continue;
+        auto& e = it->second;
+        e.slot.reset();
+        if (policy_.max_attempts != 0 && e.attempts >= policy_.max_attempts) {
+          give_up.emplace_back(std::move(e.out), e.attempts);
+          forget(it);
+          continue;
+        }
+        ++e.attempts;
+        schedule(e, it->first, t + backoff(e.attempts));
+        resend.push_back(to_message(e.out));
+        ++stats_.resent;
+        if (policy_.warn_after != 0 && e.attempts == policy_.warn_after)
+          warnings.push_back({delivery_id(e.out.id), e.out.to, e.attempts});
+      }
+      arm();
+    }
+    for (auto& m : resend) net_->send(std::move(m));
+    if constexpr (handles<Actor, redelivery_warning>)
+      for (auto& w : warnings) (void)self_.tell(std::move(w));
+    for (auto& [o, attempts] : give_up) bury(std::move(o), attempts);
+  }
+
+  /// Moves a delivery to the dead letters, atomically.
+  void bury(outgoing o, std::uint32_t attempts) {
+    const auto since = troupe::detail::now_ms();
+    std::vector<persistence::table_write> tables;
+    tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(o.id)));
+    tables.push_back(persistence::table_write::put(tables_.deliveries, dead_key(o.id), encode_outgoing(o, attempts, since)));
+    journal_->write({}, {}, std::move(tables),
+                    [self = this->shared_from_this(), o = std::move(o), attempts, since](std::error_code ec) mutable {
+                      self->buried(std::move(o), attempts, since, ec);
+                    });
+  }
+
+  void buried(outgoing o, std::uint32_t attempts, std::int64_t since, std::error_code ec) {
+    std::vector<waiter> ws;
+    {
+      std::lock_guard g(mutex_);
+      if (ec) {
+        // Still pending in the store: keep trying it.
+        if (closed_) return;
+        auto [it, fresh] = pending_.try_emplace(o.id);
+        if (!fresh) return;
+        it->second.out = std::move(o);
+        it->second.attempts = attempts;
+        schedule(it->second, it->first, clock::now() + backoff(attempts));
+        return;
+      }
+      ++stats_.dead_lettered;
+      ws.swap(waiters_);
+    }
+    for (auto& w : ws) w({});
+    if constexpr (handles<Actor, delivery_failed>)
+      (void)self_.tell(delivery_failed{dead_letter{delivery_id(o.id), o.to, o.manifest, attempts, since}});
+  }
+
+  const std::string pid_;
+  const std::string prefix_;
+  std::shared_ptr<persistence::journal> journal_;
+  const detail::tables tables_;
+  std::shared_ptr<transport> net_;
+  actor_ref<Actor> self_;
+  const redelivery_policy policy_;
+  std::chrono::milliseconds tick_;
+
+  mutable std::mutex mutex_;
+  std::optional<asio::steady_timer> timer_;
+  std::minstd_rand rng_;
+  std::unordered_map<std::string, entry> pending_;
+  schedule_map schedule_; // pending deliveries by the time they are due again
+  std::unordered_set<std::uint64_t> queued_; // received (sender, ID) (queue_key), waiting in the mailbox
+  std::size_t reserved_ = 0;
+  std::vector<waiter> waiters_;
+  delivery_stats stats_;
+  bool closed_ = false;
+};
+
+} // namespace troupe::delivery::detail

@@ -1,0 +1,62 @@
+#pragma once
+
+/// \file
+/// The delivery layer's error codes: `troupe::delivery::errc` and its
+/// category. Invalid arguments are the core's `troupe::errc::invalid_argument`;
+/// a failed write is the persistence layer's `storage_failure`.
+
+#include <troupe/error.hpp>
+#include <troupe/detail/error_category.hpp>
+
+#include <optional>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+
+namespace troupe::delivery {
+
+/// What can go wrong in reliable delivery, as `std::error_code` values of
+/// the category `delivery::error_category()`.
+enum class errc {
+  /// A sender has as many unconfirmed deliveries as its policy allows
+  /// (`redelivery_policy::max_unconfirmed`); nothing was recorded.
+  /// (`std::errc::resource_unavailable_try_again`)
+  backlog_full = 1,
+  /// A delivery's message type is not one the receiver accepts.
+  unknown_message,
+  /// A record in the delivery tables cannot be read. (`std::errc::bad_message`)
+  corrupt_record,
+};
+
+namespace detail {
+struct errors {
+  static constexpr const char* name = "troupe.delivery";
+  static constexpr std::string_view message(errc e) noexcept {
+    switch (e) {
+    case errc::backlog_full: return "too many unconfirmed deliveries";
+    case errc::unknown_message: return "message type not accepted by the receiver";
+    case errc::corrupt_record: return "unreadable delivery record";
+    }
+    return {};
+  }
+  static constexpr std::optional<std::errc> condition(errc e) noexcept {
+    switch (e) {
+    case errc::backlog_full: return std::errc::resource_unavailable_try_again;
+    case errc::corrupt_record: return std::errc::bad_message;
+    default: return std::nullopt;
+    }
+  }
+};
+} // namespace detail
+
+/// The category of every `delivery::errc`.
+inline const std::error_category& error_category() noexcept {
+  return troupe::detail::enum_error_category<errc, detail::errors>::instance();
+}
+
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+
+} // namespace troupe::delivery
+
+template <>
+struct std::is_error_code_enum<troupe::delivery::errc> : std::true_type {};

@@ -1,0 +1,38 @@
+#pragma once
+
+/// \file
+/// Operator messages, handled by every reliable actor, and the counters
+/// they report.
+
+#include <troupe/delivery/delivery_id.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace troupe::delivery {
+
+/// Operator messages, handled by every reliable actor. `ask` them:
+/// - `list_dead_letters{}` → `std::vector<dead_letter>`;
+/// - `requeue{id}` → `bool` (false: no such dead letter): the delivery is
+///   pending again, with a fresh count of attempts, and sent at once;
+/// - `delivery_status{}` → `delivery_stats`.
+struct list_dead_letters {};
+struct requeue {
+  delivery_id id;
+};
+struct delivery_status {};
+
+/// Counters of one reliable actor since it (re)started.
+struct delivery_stats {
+  /// Deliveries recorded and not yet confirmed or given up.
+  std::size_t unconfirmed = 0;
+  std::uint64_t sent = 0, resent = 0, confirmed = 0, dead_lettered = 0;
+  /// Deliveries received and processed (first arrivals), and duplicates
+  /// answered from the dedup marks.
+  std::uint64_t processed = 0, duplicates = 0;
+  /// Deliveries received whose message type this actor does not accept or
+  /// whose payload does not parse (not acknowledged).
+  std::uint64_t rejected = 0;
+};
+
+} // namespace troupe::delivery

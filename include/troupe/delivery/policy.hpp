@@ -1,0 +1,56 @@
+#pragma once
+
+/// \file
+/// How a sender redelivers (`redelivery_policy`) and how long a receiver
+/// remembers what it processed (`dedup_policy`).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace troupe::delivery {
+
+/// How a sender redelivers what is not confirmed.
+struct redelivery_policy {
+  /// Wait after the first attempt; doubles after each further one, up to
+  /// `max_backoff`, each wait varied by ±`jitter` (a fraction).
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{30'000};
+  double jitter = 0.2;
+  /// Redeliveries sent per timer tick at most (the tick is half the initial
+  /// backoff, between 1 ms and 1 s).
+  std::size_t burst = 1000;
+  /// A `redelivery_warning` after this many attempts (0: never).
+  std::uint32_t warn_after = 5;
+  /// Attempts before the delivery becomes a dead letter (0: never).
+  std::uint32_t max_attempts = 100;
+  /// Deliveries recorded and not yet confirmed, at most; past it `deliver`
+  /// throws `errc::delivery_backlog_full`, or waits if `wait_when_full`.
+  std::size_t max_unconfirmed = 10'000;
+  bool wait_when_full = false;
+
+  /// How long after its first attempt a delivery may still be redelivered.
+  std::chrono::milliseconds horizon() const noexcept {
+    if (max_attempts == 0) return std::chrono::milliseconds::max();
+    return max_backoff * max_attempts;
+  }
+};
+
+/// How long a receiver remembers the delivery IDs it processed.
+struct dedup_policy {
+  /// Dedup marks older than this are removed; a delivery arriving after its
+  /// mark was removed is processed again. Must be at least the redelivery
+  /// horizon of every sender (checked for the senders of the same
+  /// transport). `max()`: forever.
+  std::chrono::milliseconds retention{std::chrono::hours(24)};
+  /// How often old marks are removed, and how many at most each time.
+  std::chrono::milliseconds sweep_interval{std::chrono::minutes(1)};
+  std::size_t sweep_batch = 10'000;
+};
+
+struct delivery_options {
+  redelivery_policy redelivery;
+  dedup_policy dedup;
+};
+
+} // namespace troupe::delivery

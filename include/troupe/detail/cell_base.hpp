@@ -1,0 +1,167 @@
+#pragma once
+
+// What every actor's cell has, whatever the actor's type: the reference
+// count, the mailbox, the stop request, the registry links, and the rarely
+// used part (watchers, senders waiting for room, timers, the restart
+// timer), allocated on first use.
+
+#include <troupe/lifecycle.hpp>
+#include <troupe/detail/inbox.hpp>
+#include <troupe/detail/spinlock.hpp>
+#include <troupe/detail/system_state.hpp>
+#include <troupe/detail/timers.hpp>
+#include <troupe/detail/unique_function.hpp>
+
+#include <asio/steady_timer.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace troupe::detail {
+
+/// Rarely used per-actor state, allocated on first use.
+struct cell_extras {
+  // Guarded by lock (any thread).
+  spinlock lock;
+  bool stopped = false;        // final_down is set: watchers are told at once
+  bool refuse_waiters = false; // the actor is stopping: senders no longer wait
+  down final_down;
+  std::vector<unique_function<void(const down&)>> watchers;
+  struct waiter {
+    envelope_base* env;
+    unique_function<void(std::error_code)> done;
+  };
+  std::deque<waiter> waiters;
+  std::atomic<std::uint32_t> waiting{0};
+
+  // Actor context only.
+  timer_set timers;
+  std::optional<asio::steady_timer> backoff;
+};
+
+class cell_base {
+public:
+  cell_base(const cell_base&) = delete;
+  cell_base& operator=(const cell_base&) = delete;
+
+  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  actor_id id() const noexcept { return id_; }
+  system_state& sys() const noexcept { return *sys_; }
+  bool closed() const noexcept { return inbox_.closed(); }
+
+  /// Thread-safe; the first request's reason wins. The actor stops after its
+  /// current handler (a suspended coroutine handler finishes first).
+  virtual void request_stop(exit_reason r) = 0;
+
+  /// Thread-safe. Registers `w` to run once the actor has stopped; returns
+  /// the final notification instead (without registering) if it already has.
+  std::optional<down> add_watcher(unique_function<void(const down&)> w) {
+    auto& x = extras();
+    std::lock_guard g(x.lock);
+    if (x.stopped) return x.final_down;
+    x.watchers.push_back(std::move(w));
+    return std::nullopt;
+  }
+
+  /// After the pool has stopped: stop an actor that did not stop in time.
+  virtual void force_stop() noexcept = 0;
+
+  /// Posts the actor's next turn: to this thread's queue (`continuation`) or
+  /// to the queue all workers share.
+  virtual void post(bool continuation) noexcept = 0;
+
+  /// Handles up to a turn's worth of messages.
+  virtual void turn() noexcept = 0;
+
+  cell_base* reg_prev = nullptr;
+  cell_base* reg_next = nullptr;
+
+protected:
+  cell_base(system_state& s, bool start_blocked)
+      : inbox_(start_blocked), sys_(&s), id_(s.next_id.fetch_add(1, std::memory_order_relaxed)) {
+    s.add_ref();
+  }
+  virtual ~cell_base() {
+    delete extras_.load(std::memory_order_acquire);
+    sys_->release();
+  }
+
+  cell_extras& extras() {
+    cell_extras* x = extras_.load(std::memory_order_acquire);
+    if (x) return *x;
+    auto fresh = std::make_unique<cell_extras>();
+    if (extras_.compare_exchange_strong(x, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+    return *x;
+  }
+  cell_extras* extras_if_any() const noexcept { return extras_.load(std::memory_order_acquire); }
+
+  /// Removes the actor from the registry; the caller then releases the
+  /// registry's reference.
+  void leave_registry() noexcept {
+    system_state& s = *sys_;
+    {
+      std::lock_guard g(s.mutex);
+      if (reg_prev) reg_prev->reg_next = reg_next;
+      else s.first = reg_next;
+      if (reg_next) reg_next->reg_prev = reg_prev;
+      if (--s.live == 0) s.all_stopped.notify_all();
+    }
+  }
+
+  void notify_watchers(down d) noexcept {
+    auto& x = extras();
+    std::vector<unique_function<void(const down&)>> ws;
+    {
+      std::lock_guard g(x.lock);
+      x.stopped = true;
+      x.final_down = d;
+      ws.swap(x.watchers);
+    }
+    for (auto& w : ws) w(d);
+  }
+
+  std::atomic<std::uint32_t> refs_{1}; // one for the registry
+  std::atomic<std::uint8_t> stop_reason_{0};
+  inbox inbox_;
+  system_state* sys_;
+  actor_id id_;
+  std::atomic<cell_extras*> extras_{nullptr};
+};
+
+/// Intrusive owning pointer to a cell.
+template <class C>
+class cell_ptr {
+public:
+  cell_ptr() = default;
+  explicit cell_ptr(C* c) noexcept : c_(c) {
+    if (c_) c_->add_ref();
+  }
+  cell_ptr(const cell_ptr& o) noexcept : cell_ptr(o.c_) {}
+  cell_ptr(cell_ptr&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  cell_ptr& operator=(cell_ptr o) noexcept {
+    std::swap(c_, o.c_);
+    return *this;
+  }
+  ~cell_ptr() {
+    if (c_) c_->release();
+  }
+  C* get() const noexcept { return c_; }
+  C* operator->() const noexcept { return c_; }
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+
+private:
+  C* c_ = nullptr;
+};
+
+} // namespace troupe::detail

@@ -1,0 +1,211 @@
+#pragma once
+
+// The message envelopes of an actor's mailbox: tells, asks (with their
+// completion handler and timeout), timer ticks, system messages.
+
+#include <troupe/concepts.hpp>
+#include <troupe/error.hpp>
+#include <troupe/detail/inbox.hpp>
+#include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/type_name.hpp>
+
+#include <asio/steady_timer.hpp>
+#include <asio/thread_pool.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace troupe::detail {
+
+template <class T>
+class cell;
+
+template <class T>
+struct envelope : envelope_base {
+  virtual ~envelope() = default;
+  /// Runs the handler in the actor's context. True when the handler is a
+  /// coroutine that suspended: the envelope then belongs to the coroutine,
+  /// which hands it back through cell::coroutine_done.
+  virtual bool process(cell<T>& c) = 0;
+  /// The message will never be handled (actor stopped, handler threw): an
+  /// ask completes with `ep`. True if it counts as a dead letter.
+  virtual bool reject(const std::exception_ptr&) noexcept { return counts(); }
+  /// User messages count towards a bounded mailbox and as dead letters;
+  /// internal ones (timer ticks, stop requests, watch notifications) do not.
+  virtual bool counts() const noexcept { return true; }
+  virtual void dispose() noexcept { delete this; }
+  /// The message type, for error messages.
+  virtual std::string_view name() const noexcept { return "internal message"; }
+};
+
+inline std::string what_of(const std::exception_ptr& ep) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "non-standard exception";
+  }
+}
+
+/// What an ask receives when the handler threw.
+inline std::exception_ptr handler_failure(std::string_view actor, std::string_view msg, const std::exception_ptr& ep) {
+  return std::make_exception_ptr(error(errc::handler_failed, "handler of " + std::string(actor) + " for " +
+                                                                 std::string(msg) + " threw: " + what_of(ep)));
+}
+
+/// Starts a coroutine handler; `done(ep, value...)` runs when it finishes.
+/// The cell stays alive (and the instance with it) while the coroutine runs.
+template <class T, class Awaitable, class Done>
+void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done);
+
+template <class T, class M>
+struct tell_envelope : envelope<T> {
+  template <class... A>
+  explicit tell_envelope(A&&... a) : msg(std::forward<A>(a)...) {}
+
+  bool process(cell<T>& c) override {
+    if constexpr (coroutine_handler<T, M>) {
+      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)),
+                      [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); });
+      return true;
+    } else {
+      invoke_handle(c.instance(), std::move(msg));
+      return false;
+    }
+  }
+
+  std::string_view name() const noexcept override { return type_name<M>(); }
+
+  M msg;
+};
+
+/// A message the system sends on its own (watch notifications): not a dead
+/// letter when the watcher has already stopped.
+template <class T, class M>
+struct system_envelope final : tell_envelope<T, M> {
+  using tell_envelope<T, M>::tell_envelope;
+  bool counts() const noexcept override { return false; }
+};
+
+/// Wakes a stopping actor; the run loop sees the stop request first.
+template <class T>
+struct wake_envelope final : envelope<T> {
+  bool process(cell<T>&) override { return false; }
+  bool counts() const noexcept override { return false; }
+};
+
+/// A timer's message, delivered only if the timer is still armed.
+template <class T, class M>
+struct timer_envelope final : tell_envelope<T, M> {
+  timer_envelope(std::uint64_t id, M m) : tell_envelope<T, M>(std::move(m)), timer(id) {}
+  bool process(cell<T>& c) override {
+    if (!c.timer_fired(timer)) return false;
+    return tell_envelope<T, M>::process(c);
+  }
+  bool counts() const noexcept override { return false; }
+  std::uint64_t timer;
+};
+
+template <class R>
+struct ask_signature {
+  using type = void(std::exception_ptr, R);
+};
+template <>
+struct ask_signature<void> {
+  using type = void(std::exception_ptr);
+};
+
+/// An ask: the message, the asker's completion handler and, with a timeout,
+/// a timer racing the reply. Reference-counted when a timer holds it.
+template <class T, class M, class Handler>
+struct ask_envelope final : envelope<T> {
+  using reply = reply_type_t<T, M>;
+
+  ask_envelope(Handler&& h, M&& m) : msg(std::move(m)), handler(std::move(h)) {}
+
+  void arm(asio::thread_pool::executor_type ex, std::chrono::nanoseconds timeout) {
+    timer.emplace(ex, timeout);
+    add_ref();
+    timer->async_wait([this, timeout](std::error_code ec) {
+      if (!ec) {
+        complete(std::make_exception_ptr(error(
+            errc::timeout, "ask of " + std::string(type_name<M>()) + " to " + std::string(type_name<T>()) +
+                               " got no reply within " +
+                               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()) +
+                               " us")));
+      }
+      dispose();
+    });
+  }
+
+  bool process(cell<T>& c) override {
+    if constexpr (coroutine_handler<T, M>) {
+      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)), [this, &c](std::exception_ptr ep, auto&&... v) {
+        if (ep)
+          complete(handler_failure(type_name<T>(), type_name<M>(), ep));
+        else
+          complete(nullptr, std::forward<decltype(v)>(v)...);
+        c.coroutine_done(this, std::move(ep));
+      });
+      return true;
+    } else if constexpr (std::is_void_v<reply>) {
+      invoke_handle(c.instance(), std::move(msg));
+      complete(nullptr);
+      return false;
+    } else {
+      complete(nullptr, invoke_handle(c.instance(), std::move(msg)));
+      return false;
+    }
+  }
+
+  bool reject(const std::exception_ptr& ep) noexcept override {
+    complete(ep);
+    return false;
+  }
+
+  std::string_view name() const noexcept override { return type_name<M>(); }
+
+  /// Exactly once, whoever comes first: the reply, the timer, a rejection.
+  /// While the asker is still inside `ask()` the handler is posted, never
+  /// called inline (an initiating function must not complete inline).
+  template <class... V>
+  void complete(std::exception_ptr ep, V&&... v) noexcept {
+    if (done.exchange(true, std::memory_order_acq_rel)) return;
+    if (timer) timer->cancel();
+    const bool post = initiating.load(std::memory_order_acquire);
+    auto finish = [&](auto&&... args) {
+      if (post)
+        handler.post(std::forward<decltype(args)>(args)...);
+      else
+        handler.dispatch(std::forward<decltype(args)>(args)...);
+    };
+    if constexpr (std::is_void_v<reply>)
+      finish(std::move(ep));
+    else if constexpr (sizeof...(V) == 0)
+      finish(std::move(ep), reply{});
+    else
+      finish(std::move(ep), reply(std::forward<V>(v)...));
+  }
+
+  void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
+  void dispose() noexcept override {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  M msg;
+  stored_handler<Handler> handler;
+  std::atomic<std::uint8_t> refs{1};
+  std::atomic<bool> done{false};
+  std::atomic<bool> initiating{true};
+  std::optional<asio::steady_timer> timer;
+};
+
+} // namespace troupe::detail

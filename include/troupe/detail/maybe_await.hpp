@@ -1,0 +1,30 @@
+#pragma once
+
+#include <troupe/concepts.hpp>
+#include <troupe/task.hpp>
+
+#include <type_traits>
+#include <utility>
+
+namespace troupe::detail {
+
+/// What `f()` produces: its return value, or what the awaitable it
+/// returns produces.
+template <class F>
+using awaited_result_t = typename awaitable_traits<std::invoke_result_t<F&>>::value_type;
+
+/// Calls `f()` and, when it returns an awaitable (a coroutine), awaits it:
+/// how troupe runs a user's hook that may be either (`on_recovery_completed`,
+/// `on_effect`, an adapter's `execute`, a delivery handler). `f` is kept in
+/// the coroutine's frame until it completes.
+template <class F>
+task<awaited_result_t<F>> call_or_await(F f) {
+  if constexpr (awaitable_traits<std::invoke_result_t<F&>>::is_awaitable)
+    co_return co_await f();
+  else if constexpr (std::is_void_v<std::invoke_result_t<F&>>)
+    f();
+  else
+    co_return f();
+}
+
+} // namespace troupe::detail

@@ -1,0 +1,70 @@
+#pragma once
+
+// Turn scheduling: which actor a worker thread runs next.
+
+#include <troupe/detail/cell_base.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace troupe::detail {
+
+/// What the current worker thread is doing, for scheduling decisions.
+///
+/// An actor that a push wakes up while this thread is running another
+/// actor's turn is not posted at once: it is kept in `pending` and posted as
+/// a continuation when the turn ends, so a request and its reply are handled
+/// on one thread without a lock or a wake-up. A second wake-up, or a long run
+/// of pushes within one turn (a producer flooding a consumer), posts the
+/// pending actor to the shared queue instead, where another thread can take it.
+struct turn_state {
+  static constexpr std::uint32_t max_pending = 4;
+  static constexpr std::uint32_t max_pushes_held = 16;
+  static constexpr std::uint32_t max_handoffs = 64;
+
+  bool in_turn = false;
+  std::uint32_t pending = 0;
+  std::uint32_t pushes = 0;
+  cell_base* woken[max_pending];
+
+  void hold(cell_base* c) noexcept;
+  void flush(bool continuation) noexcept;
+};
+inline thread_local turn_state this_turn;
+
+/// Runs `c`'s turn; when that turn woke exactly one actor, runs that
+/// actor's turn next on this thread (a hand-off: no queue, no lock), up to
+/// `turn_state::max_handoffs` times, then posts what is pending.
+inline void run_turns(cell_base* c) noexcept {
+  auto& t = this_turn;
+  if (t.in_turn) return c->turn(); // nested: the outer turn posts what is pending
+  for (std::uint32_t handoffs = 0;; ++handoffs) {
+    t.in_turn = true;
+    c->turn(); // may destroy c
+    t.in_turn = false;
+    if (t.pending == 1 && handoffs < turn_state::max_handoffs) {
+      c = t.woken[0];
+      t.pending = 0;
+      continue;
+    }
+    t.flush(true);
+    return;
+  }
+}
+
+inline void turn_state::hold(cell_base* c) noexcept {
+  if (pending == max_pending) {
+    woken[0]->post(false); // the oldest goes to the shared queue
+    std::copy(woken + 1, woken + max_pending, woken);
+    --pending;
+  }
+  woken[pending++] = c;
+  pushes = 0;
+}
+
+inline void turn_state::flush(bool continuation) noexcept {
+  for (std::uint32_t i = 0; i < pending; ++i) woken[i]->post(continuation);
+  pending = 0;
+}
+
+} // namespace troupe::detail

@@ -1,0 +1,157 @@
+#pragma once
+
+// One attempt at an effect, off the dispatcher's mailbox: execute, query,
+// or find that nothing can be done; the result goes back to the dispatcher.
+
+#include <troupe/error.hpp>
+#include <troupe/task.hpp>
+#include <troupe/effects/adapter.hpp>
+#include <troupe/effects/effect.hpp>
+#include <troupe/effects/detail/claims.hpp>
+#include <troupe/effects/detail/erased_adapter.hpp>
+#include <troupe/effects/detail/outbox.hpp>
+#include <troupe/persistence/journal.hpp>
+#include <troupe/persistence/records.hpp>
+#include <troupe/detail/unique_function.hpp>
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace troupe::effects::detail {
+
+/// What one attempt came to, for the dispatcher's thread.
+struct result {
+  enum class what : std::uint8_t { executed, queried, unresolvable, stale, gone, mark_failed, no_adapter };
+  result::what kind = what::gone;
+  record rec; // as the attempt saw it (or, if stale, as it is now)
+  outcome out;
+  query_result answer;
+};
+
+/// Shared by a dispatcher and its running attempts, which may outlive it.
+struct shared_part {
+  effects::adapters adapters;
+  std::shared_ptr<persistence::journal> journal;
+  persistence::table outbox;
+  std::shared_ptr<claims> held;
+  troupe::detail::unique_function<void()> notify; // tells the dispatcher: results are ready
+  troupe::detail::unique_function<void()> kick;   // tells it to look for due work
+
+  std::mutex m;
+  std::vector<result> results;
+  bool closed = false;
+
+  void post(result r) {
+    bool first = false;
+    {
+      std::lock_guard g(m);
+      if (closed) {
+        // The dispatcher that started it stopped: its successor will find
+        // the record (in doubt) and claim it once released here.
+        held->release(r.rec.info.id);
+        if (kick) kick();
+        return;
+      }
+      first = results.empty();
+      results.push_back(std::move(r));
+    }
+    if (first) notify();
+  }
+
+  std::vector<result> take() {
+    std::lock_guard g(m);
+    return std::exchange(results, {});
+  }
+
+  void put_back(std::vector<result> rs) {
+    std::lock_guard g(m);
+    for (auto& r : results) rs.push_back(std::move(r));
+    results = std::move(rs);
+  }
+};
+
+/// One attempt (it touches nothing of the dispatcher but `sh`). `reread`:
+/// read the record again first (another dispatcher may have finished it).
+inline task<> attempt(std::shared_ptr<shared_part> sh, record rec, bool reread) {
+  result res;
+  res.rec = std::move(rec);
+  auto& r = res.rec;
+  bool executing = false;
+  try {
+    if (reread) {
+      auto& j = *sh->journal;
+      const auto key = outbox_key(r.info.id);
+      auto read = j.async_run([&j, &sh, &key] {
+        std::optional<std::string> out;
+        if (auto ec = j.get(sh->outbox, key, out)) throw error(ec, "reading outbox record " + key.substr(1));
+        return out;
+      });
+      auto v = co_await std::move(read);
+      if (!v) {
+        res.kind = result::what::gone;
+        sh->post(std::move(res));
+        co_return;
+      }
+      auto fresh = decode(r.info.id, *v);
+      if (fresh.info.status != effect_status::pending) {
+        res.kind = result::what::stale;
+        r = std::move(fresh);
+        sh->post(std::move(res));
+        co_return;
+      }
+      r = std::move(fresh);
+    }
+    const auto* a = sh->adapters.find(r.info.type);
+    if (!a) {
+      res.kind = result::what::no_adapter;
+    } else if (r.info.in_doubt && a->can_query) {
+      res.kind = result::what::queried;
+      auto ask = a->query(r.info.id);
+      res.answer = co_await std::move(ask);
+    } else if (r.info.in_doubt && !a->idempotent) {
+      res.kind = result::what::unresolvable;
+    } else {
+      if (!a->can_query && !a->idempotent) {
+        // Nothing could tell afterwards whether this attempt ran: say
+        // durably, before it runs, that it may have.
+        auto mark = r;
+        mark.info.in_doubt = true;
+        mark.info.attempts += 1;
+        std::vector<persistence::table_write> t;
+        t.push_back(persistence::table_write::put(sh->outbox, outbox_key(r.info.id), encode(mark)));
+        auto write = sh->journal->async_write(std::string(), std::vector<persistence::event_record>(), std::move(t),
+                                              asio::experimental::as_tuple(asio::use_awaitable));
+        auto [ec] = co_await std::move(write);
+        if (ec) {
+          res.kind = result::what::mark_failed;
+          sh->post(std::move(res));
+          co_return;
+        }
+      }
+      res.kind = result::what::executed;
+      executing = true;
+      operation op{r.info.id, r.info.type, r.request, r.info.owner, r.info.attempts + 1};
+      auto run = a->execute(std::move(op));
+      res.out = co_await std::move(run);
+    }
+  } catch (const std::exception& ex) {
+    if (executing)
+      res.out = outcome::unknown(std::string("the adapter threw: ") + ex.what());
+    else if (res.kind == result::what::queried)
+      res.answer = query_result::unknown(std::string("the query threw: ") + ex.what());
+    else
+      res.kind = result::what::mark_failed; // nothing was executed
+  }
+  sh->post(std::move(res));
+}
+
+} // namespace troupe::effects::detail

@@ -1,0 +1,296 @@
+#pragma once
+
+// The writer thread of a RocksDB store: it takes every request queued
+// meanwhile, checks each one's sequence numbers, and commits them with one
+// WriteBatch and one write (group commit). See docs/storage.md.
+
+#include <troupe/error.hpp>
+#include <troupe/persistence/error.hpp>
+#include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/rocksdb_layout.hpp>
+#include <troupe/detail/bytes.hpp>
+#include <troupe/detail/unique_function.hpp>
+
+#include <pthread.h>
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace troupe::persistence::detail {
+
+class group_writer {
+public:
+  /// One write: events of one ID and table changes, or other operations
+  /// (`extra`) added to the group's batch on the writer thread (all of
+  /// them, or none with an error).
+  struct request {
+    std::string pid;
+    std::vector<event_record> events;
+    std::vector<table_write> tables;
+    troupe::detail::unique_function<std::error_code(rocksdb::WriteBatch&)> extra;
+    troupe::detail::unique_function<void(std::error_code)> done;
+  };
+
+  group_writer(const rocksdb_layout& layout, rocksdb::WriteOptions options, std::size_t id_cache)
+      : layout_(layout), write_options_(options), id_cache_(id_cache) {
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "troupe-writer"); // in top, perf, gdb
+      loop();
+    });
+  }
+
+  group_writer(const group_writer&) = delete;
+  group_writer& operator=(const group_writer&) = delete;
+
+  /// Writes what is queued, then stops the thread.
+  ~group_writer() {
+    {
+      std::lock_guard g(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+  /// Queues `r`; `r.done` runs on the writer thread, or here with
+  /// `storage_failure` when the writer is stopping.
+  void submit(request r) {
+    {
+      std::lock_guard g(mutex_);
+      if (!stopping_) {
+        queue_.push_back(std::move(r));
+        wake_.notify_one();
+        return;
+      }
+    }
+    r.done(errc::storage_failure);
+  }
+
+  /// Table changes for the next group's batch, before its requests; lost
+  /// when the writer is stopping.
+  void later(std::vector<table_write> tables) {
+    std::lock_guard g(mutex_);
+    if (stopping_) return;
+    for (auto& w : tables) later_.push_back(std::move(w));
+    wake_.notify_one();
+  }
+
+  /// Queues `extra` and blocks until its operations are durable (or failed).
+  template <class F>
+  std::error_code run(std::string pid, F extra) {
+    std::promise<std::error_code> p;
+    auto f = p.get_future();
+    submit({std::move(pid), {}, {}, std::move(extra), [&p](std::error_code ec) { p.set_value(ec); }});
+    return f.get();
+  }
+
+  std::uint64_t batches_written() const noexcept { return batches_.load(std::memory_order_relaxed); }
+  std::uint64_t events_written() const noexcept { return events_.load(std::memory_order_relaxed); }
+  std::uint64_t records_written() const noexcept { return records_.load(std::memory_order_relaxed); }
+  std::size_t cached_ids() const noexcept { return cached_ids_.load(std::memory_order_relaxed); }
+
+private:
+  void loop() {
+    std::vector<request> work;
+    std::vector<table_write> later;
+    for (;;) {
+      {
+        std::unique_lock l(mutex_);
+        wake_.wait(l, [&] { return stopping_ || !queue_.empty() || !later_.empty(); });
+        if (queue_.empty() && later_.empty()) return; // stopping, nothing left
+        work.swap(queue_);
+        later.swap(later_);
+      }
+      commit_group(work, later);
+      work.clear();
+      later.clear();
+      if (ids_.size() > id_cache_) evict_ids();
+      cached_ids_.store(ids_.size(), std::memory_order_relaxed);
+    }
+  }
+
+  /// What the writer knows of one persistence ID.
+  struct id_entry {
+    std::string prefix; // detail::id_prefix
+    sequence_nr highest = 0;
+    std::uint64_t used = 0; // the group that last wrote it
+  };
+
+  /// Drops the least recently written IDs, down to 90% of the cache, so
+  /// that eviction runs once per tenth of the cache's turnover. Between
+  /// groups only: every write of a dropped ID is committed, so reading its
+  /// highest back from the store gives the same number.
+  void evict_ids() {
+    const std::size_t keep = std::max<std::size_t>(1, id_cache_ - id_cache_ / 10);
+    std::vector<std::uint64_t> ages;
+    ages.reserve(ids_.size());
+    for (auto& [pid, e] : ids_) ages.push_back(e.used);
+    auto cut = ages.begin() + static_cast<std::ptrdiff_t>(ids_.size() - keep);
+    std::nth_element(ages.begin(), cut, ages.end());
+    const auto oldest_kept = *cut;
+    std::size_t excess = ids_.size() - keep;
+    for (auto it = ids_.begin(); it != ids_.end() && excess > 0;) {
+      if (it->second.used < oldest_kept) {
+        it = ids_.erase(it);
+        --excess;
+      } else {
+        ++it;
+      }
+    }
+    // Ties at the cut: drop enough of them too.
+    for (auto it = ids_.begin(); it != ids_.end() && excess > 0;) {
+      if (it->second.used == oldest_kept) {
+        it = ids_.erase(it);
+        --excess;
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  /// One write for every valid request of the group, after the writes
+  /// `write_later` queued for it.
+  void commit_group(std::vector<request>& group, const std::vector<table_write>& later) {
+    ++groups_;
+    // In key order: consecutive memtable inserts then land next to each
+    // other. Requests of one ID keep their relative order (stable sort).
+    order_.clear();
+    for (auto& r : group) order_.push_back(&r);
+    if (order_.size() > 1)
+      std::stable_sort(order_.begin(), order_.end(), [](const request* a, const request* b) {
+        return a->pid.size() != b->pid.size() ? a->pid.size() < b->pid.size() : a->pid < b->pid;
+      });
+    batch_.Clear();
+    accepted_.clear();
+    for (auto& w : later) put_table(w);
+    std::uint64_t events = 0;
+    for (auto* r : order_) {
+      id_entry* id = nullptr;
+      if (!r->events.empty() || (!r->extra && r->tables.empty())) {
+        try {
+          id = &entry(r->pid);
+        } catch (const error& e) {
+          r->done(e.code());
+          continue;
+        }
+        bool valid = true;
+        for (std::size_t i = 0; i < r->events.size(); ++i)
+          if (r->events[i].seq != id->highest + 1 + i) valid = false;
+        if (!valid) {
+          r->done(errc::sequence_mismatch);
+          continue;
+        }
+        for (auto& e : r->events)
+          if (e.manifest.size() > max_manifest) valid = false;
+        if (!valid) {
+          r->done(troupe::errc::invalid_argument);
+          continue;
+        }
+      }
+      // Validated: from here on, the request's operations all go in.
+      if (r->extra) {
+        if (auto ec = r->extra(batch_)) {
+          r->done(ec);
+          continue;
+        }
+      } else if (r->events.empty() && r->tables.empty()) {
+        r->done({});
+        continue;
+      }
+      for (auto& w : r->tables) put_table(w);
+      for (auto& e : r->events) put_event(id->prefix, e);
+      accepted_.push_back({r, id, id ? id->highest : 0});
+      if (!r->events.empty()) id->highest = r->events.back().seq;
+      events += r->events.size();
+    }
+    if (accepted_.empty() && later.empty()) return;
+    auto wo = write_options_;
+    auto st = layout_.db->Write(wo, &batch_);
+    std::error_code ec;
+    if (st.ok()) {
+      batches_.fetch_add(1, std::memory_order_relaxed);
+      events_.fetch_add(events, std::memory_order_relaxed);
+      records_.fetch_add(batch_.Count(), std::memory_order_relaxed);
+    } else {
+      ec = errc::storage_failure;
+      // Nothing was written: roll the highest numbers back (in reverse, so
+      // an ID with several requests gets the first one's).
+      for (auto a = accepted_.rbegin(); a != accepted_.rend(); ++a)
+        if (a->id) a->id->highest = a->highest_before;
+    }
+    for (auto& a : accepted_) a.r->done(ec);
+  }
+
+  void put_table(const table_write& w) {
+    if (w.value)
+      batch_.Put(layout_.table_cf(w.table), w.key, *w.value);
+    else
+      batch_.Delete(layout_.table_cf(w.table), w.key);
+  }
+
+  /// Adds one event to the batch, without building its key or value in a
+  /// string of its own: RocksDB concatenates the parts.
+  void put_event(const std::string& prefix, const event_record& e) {
+    char seq[8];
+    troupe::detail::store_be<8>(seq, e.seq);
+    char header[10];
+    detail::event_header(e, header);
+    const rocksdb::Slice key[2] = {prefix, {seq, 8}};
+    const rocksdb::Slice value[3] = {{header, 10}, e.manifest, e.payload};
+    batch_.Put(layout_.journal, rocksdb::SliceParts(key, 2), rocksdb::SliceParts(value, 3));
+  }
+
+  id_entry& entry(const std::string& pid) {
+    auto it = ids_.find(pid);
+    if (it == ids_.end()) {
+      id_entry e;
+      e.prefix = detail::id_prefix(pid);
+      e.highest = layout_.read_highest(e.prefix);
+      it = ids_.emplace(pid, std::move(e)).first;
+    }
+    it->second.used = groups_;
+    return it->second;
+  }
+
+  const rocksdb_layout& layout_;
+  const rocksdb::WriteOptions write_options_;
+  const std::size_t id_cache_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<request> queue_;
+  std::vector<table_write> later_; // for the next group
+  bool stopping_ = false;
+  std::thread thread_;
+
+  // Writer thread only (kept across groups to reuse their memory).
+  struct accepted_request {
+    request* r;
+    id_entry* id;
+    sequence_nr highest_before;
+  };
+  std::unordered_map<std::string, id_entry> ids_;
+  std::uint64_t groups_ = 0; // groups committed, the clock of `id_entry::used`
+  std::vector<request*> order_;
+  std::vector<accepted_request> accepted_;
+  rocksdb::WriteBatch batch_;
+
+  std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::uint64_t> events_{0};
+  std::atomic<std::uint64_t> records_{0};
+  std::atomic<std::size_t> cached_ids_{0};
+};
+
+} // namespace troupe::persistence::detail

@@ -1,0 +1,164 @@
+#pragma once
+
+// Recovery of a persistent actor's state: the latest readable snapshot,
+// then the journal's events after it, decoded (upcast where needed) and
+// applied in order. Runs on the journal's blocking thread.
+
+#include <troupe/error.hpp>
+#include <troupe/hooks.hpp>
+#include <troupe/persistence/error.hpp>
+#include <troupe/persistence/event.hpp>
+#include <troupe/persistence/journal.hpp>
+#include <troupe/persistence/json.hpp>
+#include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/replay_pipeline.hpp>
+
+#include <boost/json.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace troupe::persistence::detail {
+
+/// What a recovery found.
+template <class State>
+struct recovered {
+  State state{};
+  /// The last event applied.
+  sequence_nr seq = 0;
+  /// The snapshot it started from (0: none).
+  sequence_nr snapshot = 0;
+};
+
+/// Recovery of an actor `Derived` with state `State`: the event types it
+/// reads are `Derived::events` and the library's `Derived::troupe_events`.
+template <class Derived, class State>
+class recovery {
+public:
+  static constexpr bool snapshottable = json_convertible<State>;
+
+  recovery(journal& j, const std::string& pid) : journal_(j), pid_(pid) {}
+
+  /// Throws `troupe::error` naming the persistence ID, the sequence number
+  /// and the manifest of the record that could not be used.
+  recovered<State> run() {
+    out_ = {};
+    if constexpr (snapshottable) load_latest_snapshot();
+
+    using list = typename Derived::events;
+    using library = typename troupe::detail::troupe_events_or<Derived, event_types<>>::type;
+    auto apply_record = [&](const event_record& r) {
+      if (!dispatch(list{}, r) && !dispatch(library{}, r))
+        throw error(errc::corrupt_record, failure(r.seq, r.manifest,
+                                                  "unknown event manifest '" + r.manifest + "' version " +
+                                                      std::to_string(r.version)));
+      out_.seq = r.seq;
+    };
+    // This thread reads; the journal's applier thread decodes and applies.
+    replay_pipeline<decltype(apply_record)> pipeline(journal_.applier(), apply_record);
+    sequence_nr expected = out_.seq + 1;
+    auto ec = journal_.replay(pid_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
+      if (r.seq != expected)
+        throw error(errc::events_missing, failure(r.seq, r.manifest,
+                                                  "events " + std::to_string(expected) + " to " +
+                                                      std::to_string(r.seq - 1) + " are missing"));
+      pipeline.push(r);
+      ++expected;
+    });
+    if (ec) {
+      pipeline.abandon();
+      throw error(ec == errc::corrupt_record ? errc::corrupt_record : errc::storage_failure,
+                  failure(expected, {}, "cannot read the journal: " + ec.message()));
+    }
+    pipeline.finish();
+    // Every number up to the highest was written, atomically with the
+    // highest itself: anything short of it is a loss, not a gap to skip.
+    auto highest = journal_.highest_sequence_nr(pid_);
+    if (highest > out_.seq)
+      throw error(errc::events_missing,
+                  failure(out_.seq + 1, {}, "events " + std::to_string(out_.seq + 1) + " to " + std::to_string(highest) +
+                                                " are missing (deleted, and no readable snapshot covers them)"));
+    return std::move(out_);
+  }
+
+private:
+  std::string failure(sequence_nr seq, std::string_view manifest, const std::string& what) const {
+    return "recovery of " + pid_ + " failed at sequence number " + std::to_string(seq) +
+           (manifest.empty() ? std::string() : " (" + std::string(manifest) + ")") + ": " + what;
+  }
+
+  /// The newest snapshot that can be read and decoded; older ones when it
+  /// cannot; none when the store cannot say which failed (then the whole
+  /// journal is replayed, and fails if its start was deleted).
+  void load_latest_snapshot() {
+    snapshot_criteria c;
+    std::optional<snapshot_record> s;
+    for (;;) {
+      auto ec = journal_.load_snapshot(pid_, c, s);
+      if (!s) return;
+      if (!ec) {
+        try {
+          out_.state = from_json_text<State>(s->payload);
+          out_.seq = out_.snapshot = s->seq;
+          return;
+        } catch (const std::exception&) {
+          out_.state = State{};
+        }
+      }
+      if (s->seq == 0) return;
+      c.max_seq = s->seq - 1;
+    }
+  }
+
+  template <class... E>
+  bool dispatch(event_types<E...>, const event_record& r) {
+    return (try_apply<E>(r) || ...);
+  }
+
+  template <class E>
+  bool try_apply(const event_record& r) {
+    std::optional<E> e = decode<E>(r);
+    if (!e) return false;
+    troupe::detail::invoke_apply<Derived>(out_.state, *e);
+    return true;
+  }
+
+  /// `r` as an `E`, from its own version or, through `E::upcast`, from an
+  /// older one in its chain; empty when `r` is none of them.
+  template <class E>
+  std::optional<E> decode(const event_record& r) {
+    if (r.manifest == E::manifest && r.version == version_of<E>()) {
+      try {
+        return read<E>(r.payload);
+      } catch (const std::exception& ex) {
+        throw error(errc::corrupt_record,
+                    failure(r.seq, r.manifest, "cannot parse version " + std::to_string(r.version) + ": " + ex.what()));
+      }
+    }
+    if constexpr (upcastable<E>) {
+      if (auto old = decode<typename E::previous>(r)) return E::upcast(std::move(*old));
+    }
+    return std::nullopt;
+  }
+
+  /// One parser for all events. The values use the default storage, never
+  /// a buffer of this function: an event may hold JSON values (a
+  /// `boost::json::object` member), which share it.
+  template <class E>
+  E read(std::string_view text) {
+    parser_.reset();
+    parser_.write(text);
+    return boost::json::value_to<E>(parser_.release());
+  }
+
+  journal& journal_;
+  const std::string& pid_;
+  boost::json::parser parser_;
+  recovered<State> out_;
+};
+
+} // namespace troupe::persistence::detail
