@@ -5,7 +5,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/use_future.hpp>
 
 #include <chrono>
 #include <iostream>

@@ -1,7 +1,6 @@
 // hello_actor: the smallest complete troupe program.
 #include <troupe/troupe.hpp>          // the whole core: actor_system, actor_ref, ...
 
-#include <asio/use_future.hpp>        // ask(..., asio::use_future) from plain threads
 #include <iostream>
 #include <string>
 

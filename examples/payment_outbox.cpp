@@ -13,7 +13,7 @@
 #include <troupe/testing/payment_gateway.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
-#include <asio/use_future.hpp>
+#include <boost/describe/class.hpp>
 
 #include <filesystem>
 #include <iostream>
@@ -25,19 +25,13 @@ namespace te = troupe::effects;
 namespace tk = troupe::testing;
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
-namespace json = boost::json;
 
 struct order_placed {
   static constexpr std::string_view manifest = "shop.order-placed";
   long order = 0;
   long amount = 0;
 };
-void tag_invoke(json::value_from_tag, json::value& v, const order_placed& e) {
-  v = {{"order", e.order}, {"amount", e.amount}};
-}
-order_placed tag_invoke(json::value_to_tag<order_placed>, const json::value& v) {
-  return {json::value_to<long>(v.at("order")), json::value_to<long>(v.at("amount"))};
-}
+BOOST_DESCRIBE_STRUCT(order_placed, (), (order, amount))
 
 struct order_state {
   te::effect_table effects; // the effects' states, rebuilt from events like the rest

@@ -6,34 +6,28 @@
 #include <troupe/persistence/persistent_actor.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
-#include <asio/use_future.hpp>
+#include <boost/describe/class.hpp>
 
 #include <iostream>
 #include <string>
 
 namespace tp = troupe::persistence;
-namespace json = boost::json;
 
 // An event: what happened, with a stable manifest name for the journal.
+// Describing its members makes it JSON through Boost.JSON: {"by":1}. (A
+// type that needs another shape gets Boost.JSON's `tag_invoke` instead.)
 struct incremented {
   static constexpr std::string_view manifest = "counter.incremented";
   long by = 0;
 };
-// JSON through Boost.JSON's own hook.
-void tag_invoke(json::value_from_tag, json::value& v, const incremented& e) { v = {{"by", e.by}}; }
-incremented tag_invoke(json::value_to_tag<incremented>, const json::value& v) {
-  return {json::value_to<long>(v.at("by"))};
-}
+BOOST_DESCRIBE_STRUCT(incremented, (), (by))
 
+// The state is JSON too: the actor saves a snapshot of it every 100 events,
+// and recovery starts from the latest one.
 struct counter_state {
   long value = 0;
 };
-// The state is JSON-convertible too: the actor saves a snapshot of it every
-// 100 events, and recovery starts from the latest one.
-void tag_invoke(json::value_from_tag, json::value& v, const counter_state& s) { v = {{"value", s.value}}; }
-counter_state tag_invoke(json::value_to_tag<counter_state>, const json::value& v) {
-  return {json::value_to<long>(v.at("value"))};
-}
+BOOST_DESCRIBE_STRUCT(counter_state, (), (value))
 
 // Commands.
 struct increment { long by; };

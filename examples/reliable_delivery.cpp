@@ -10,7 +10,7 @@
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
-#include <asio/use_future.hpp>
+#include <boost/describe/class.hpp>
 
 #include <filesystem>
 #include <iostream>
@@ -21,18 +21,15 @@
 
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
-namespace json = boost::json;
 
-// The message delivered: JSON through Boost.JSON, with a stable manifest.
+// The message delivered: JSON through Boost.JSON (its members described),
+// with a stable manifest.
 struct picklist {
   static constexpr std::string_view manifest = "shop.picklist";
   long order = 0;
   std::string sku;
 };
-void tag_invoke(json::value_from_tag, json::value& v, const picklist& p) { v = {{"order", p.order}, {"sku", p.sku}}; }
-picklist tag_invoke(json::value_to_tag<picklist>, const json::value& v) {
-  return {json::value_to<long>(v.at("order")), json::value_to<std::string>(v.at("sku"))};
-}
+BOOST_DESCRIBE_STRUCT(picklist, (), (order, sku))
 
 // The shop's event: an order was placed (its picklist delivery is recorded
 // in the same atomic write).
@@ -40,18 +37,14 @@ struct order_placed {
   static constexpr std::string_view manifest = "shop.order-placed";
   long order = 0;
 };
-void tag_invoke(json::value_from_tag, json::value& v, const order_placed& e) { v = {{"order", e.order}}; }
-order_placed tag_invoke(json::value_to_tag<order_placed>, const json::value& v) {
-  return {json::value_to<long>(v.at("order"))};
-}
+BOOST_DESCRIBE_STRUCT(order_placed, (), (order))
 
 // The warehouse's event: a picklist was picked.
 struct picked {
   static constexpr std::string_view manifest = "warehouse.picked";
   long order = 0;
 };
-void tag_invoke(json::value_from_tag, json::value& v, const picked& e) { v = {{"order", e.order}}; }
-picked tag_invoke(json::value_to_tag<picked>, const json::value& v) { return {json::value_to<long>(v.at("order"))}; }
+BOOST_DESCRIBE_STRUCT(picked, (), (order))
 
 struct place_order {
   long order;

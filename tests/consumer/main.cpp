@@ -1,7 +1,5 @@
 #include <troupe/troupe.hpp>
 
-#include <asio/use_future.hpp>
-
 struct add { int n; };
 struct total {};
 

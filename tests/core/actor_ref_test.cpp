@@ -5,7 +5,9 @@
 
 #include "../support.hpp"
 
+#include <asio/bind_executor.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
 #include <asio/experimental/deferred.hpp>
 #include <asio/steady_timer.hpp>
 
@@ -172,6 +174,26 @@ TEST_CASE("ask works with as_tuple, deferred and plain callbacks") {
       p.set_value(r);
   });
   CHECK(test::get(p.get_future()) == 7);
+}
+
+TEST_CASE("an ask bound to an io_context with no other work delivers its reply to it") {
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto c = sys.spawn<counter>();
+  c.tell(add{3});
+  constexpr int asks = 200;
+  int replies = 0;
+  for (int i = 0; i < asks; ++i) {
+    asio::io_context io;
+    c.ask(total{}, asio::bind_executor(io, [&](std::exception_ptr e, int v) {
+            CHECK(!e);
+            CHECK(v == 3);
+            ++replies;
+          }));
+    // The ask's outstanding work keeps the context running until the reply
+    // has been handed to it, whenever it comes.
+    io.run();
+  }
+  CHECK(replies == asks);
 }
 
 TEST_CASE("ask of a handler returning void completes after the handler ran") {

@@ -28,3 +28,18 @@ TEST_CASE("error_code_of extracts the code from troupe errors and classifies oth
         troupe::errc::timeout);
   CHECK(troupe::error_code_of(std::make_exception_ptr(std::runtime_error("x"))) == troupe::errc::handler_failed);
 }
+
+TEST_CASE("core codes with a portable meaning compare equal to the std::errc condition") {
+  CHECK(std::error_code(troupe::errc::timeout) == std::errc::timed_out);
+  CHECK(std::error_code(troupe::errc::invalid_argument) == std::errc::invalid_argument);
+  CHECK(std::error_code(troupe::errc::mailbox_full) == std::errc::resource_unavailable_try_again);
+  CHECK(std::error_code(troupe::errc::system_shutdown) == std::errc::operation_canceled);
+  CHECK(std::error_code(troupe::errc::actor_stopped) != std::errc::timed_out);
+  CHECK(std::error_code(troupe::errc::handler_failed).default_error_condition().category() == troupe::error_category());
+}
+
+TEST_CASE("a troupe error can carry a code of any category") {
+  troupe::error e(std::make_error_code(std::errc::io_error), "disk");
+  CHECK(e.code() == std::errc::io_error);
+  CHECK(std::string(e.what()).find("disk") != std::string::npos);
+}

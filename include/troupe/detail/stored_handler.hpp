@@ -31,14 +31,19 @@ public:
 
   /// Completes inline when already running on the handler's executor (used
   /// when the operation finishes later, on another actor's thread).
+  ///
+  /// The work is released only once the handler has been handed over (run,
+  /// or queued: a queued handler is work of its own): released first, an
+  /// `io_context` with nothing else to do would stop before the handler
+  /// reached its queue, and never run it.
   template <class... Args>
   void dispatch(Args&&... args) {
     auto ex = work_->get_executor();
-    work_.reset();
     post_counter::guard counted(posts_in_flight);
     asio::dispatch(ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable {
       std::move(h)(std::move(a)...);
     });
+    work_.reset();
   }
 
   /// Never completes inline (used when the result is known inside the
@@ -46,11 +51,11 @@ public:
   template <class... Args>
   void post(Args&&... args) {
     auto ex = work_->get_executor();
-    work_.reset();
     post_counter::guard counted(posts_in_flight);
     asio::post(ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable {
       std::move(h)(std::move(a)...);
     });
+    work_.reset();
   }
 
 private:

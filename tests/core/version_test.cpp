@@ -1,0 +1,12 @@
+#include <troupe/version.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+TEST_CASE("the version macros and the version string agree") {
+  const std::string expected = std::to_string(TROUPE_VERSION_MAJOR) + "." + std::to_string(TROUPE_VERSION_MINOR) + "." +
+                               std::to_string(TROUPE_VERSION_PATCH);
+  CHECK(troupe::version_string == expected);
+  CHECK(TROUPE_VERSION == TROUPE_VERSION_MAJOR * 10000 + TROUPE_VERSION_MINOR * 100 + TROUPE_VERSION_PATCH);
+}

@@ -1,0 +1,59 @@
+#include <troupe/persistence/json.hpp>
+
+#include <boost/describe/class.hpp>
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace tp = troupe::persistence;
+namespace json = boost::json;
+
+namespace {
+
+struct described {
+  long n = 0;
+  std::string name;
+  std::vector<int> list;
+};
+BOOST_DESCRIBE_STRUCT(described, (), (n, name, list))
+
+struct hooked {
+  int x = 0;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const hooked& h) { v = {{"shape", "custom"}, {"x", h.x}}; }
+hooked tag_invoke(json::value_to_tag<hooked>, const json::value& v) { return {json::value_to<int>(v.at("x"))}; }
+
+struct opaque {};
+
+} // namespace
+
+TEST_CASE("a described type is JSON with no code of its own, and reads back") {
+  described d{7, "seven", {1, 2}};
+  auto text = tp::to_json_text(d);
+  CHECK(text == R"({"n":7,"name":"seven","list":[1,2]})");
+  auto back = tp::from_json_text<described>(text);
+  CHECK(back.n == 7);
+  CHECK(back.name == "seven");
+  CHECK(back.list == std::vector<int>{1, 2});
+  STATIC_REQUIRE(tp::json_convertible<described>);
+}
+
+TEST_CASE("tag_invoke gives a type a shape of its own") {
+  CHECK(tp::to_json_text(hooked{3}) == R"({"shape":"custom","x":3})");
+  CHECK(tp::from_json_text<hooked>(R"({"x":4})").x == 4);
+  STATIC_REQUIRE(tp::json_convertible<hooked>);
+  STATIC_REQUIRE_FALSE(tp::json_convertible<opaque>);
+}
+
+TEST_CASE("large values are serialized whole, past the stack buffer") {
+  described d{1, std::string(100'000, 'x'), std::vector<int>(5'000, 9)};
+  auto back = tp::from_json_text<described>(tp::to_json_text(d));
+  CHECK(back.name.size() == 100'000);
+  CHECK(back.list.size() == 5'000);
+}
+
+TEST_CASE("text that does not parse or does not convert throws") {
+  CHECK_THROWS(tp::from_json_text<described>("{not json"));
+  CHECK_THROWS(tp::from_json_text<described>(R"({"n":"seven"})"));
+}
