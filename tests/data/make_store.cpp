@@ -37,7 +37,7 @@ void wait_until(Ready ready, const char* what) {
       std::cerr << "make_store: timed out waiting for " << what << '\n';
       std::exit(1);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::yield();
   }
 }
 

@@ -13,6 +13,15 @@ namespace troupe::detail {
 template <class F>
 using awaited_result_t = typename awaitable_traits<std::invoke_result_t<F&>>::value_type;
 
+// The coroutine's frame holds `f`, often a lambda of a function whose types
+// have internal linkage (an actor in an anonymous namespace): GCC would warn
+// that a type of a header has a member of no linkage. The frame is a type of
+// that translation unit only, as the lambda is.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsubobject-linkage"
+#endif
+
 /// Calls `f()` and, when it returns an awaitable (a coroutine), awaits it:
 /// how troupe runs a user's hook that may be either (`on_recovery_completed`,
 /// `on_effect`, an adapter's `execute`, a delivery handler). `f` is kept in
@@ -26,5 +35,9 @@ task<awaited_result_t<F>> call_or_await(F f) {
   else
     co_return f();
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 } // namespace troupe::detail

@@ -1,0 +1,52 @@
+// The delivery tables' keys and values on their own.
+#include <troupe/delivery/detail/codec.hpp>
+
+#include <catch2/catch.hpp>
+
+namespace d = troupe::delivery::detail;
+
+TEST_CASE("delivery keys start with the owner's length-prefixed name, then the kind, then the ID") {
+  auto prefix = d::key_prefix("shop");
+  CHECK(prefix == std::string("\0\4shop", 6));
+  CHECK(d::key(prefix, 'p', "order:1") == prefix + "porder:1");
+  CHECK(d::key(prefix, 0, "order:1") == prefix + "order:1");
+  // One owner's keys never start with another's prefix.
+  CHECK_FALSE(d::key(d::key_prefix("shop-2"), 'p', "x").starts_with(prefix));
+}
+
+TEST_CASE("a pending delivery and a dead letter read back as written") {
+  d::outgoing o{"warehouse", "order:1:picklist", "shop.picklist", 2, R"({"order":1})", 1234};
+  std::uint32_t attempts = 9;
+  std::int64_t dead = 9;
+  auto back = d::decode_outgoing(o.id, d::encode_outgoing(o), &attempts, &dead);
+  CHECK(back.to == o.to);
+  CHECK(back.manifest == o.manifest);
+  CHECK(back.version == 2);
+  CHECK(back.payload == o.payload);
+  CHECK(back.created_ms == 1234);
+  CHECK(attempts == 0);
+  CHECK(dead == 0);
+  d::decode_outgoing(o.id, d::encode_outgoing(o, 7, 99), &attempts, &dead);
+  CHECK(attempts == 7);
+  CHECK(dead == 99);
+}
+
+TEST_CASE("a dedup mark keeps its time and its reply, or its having none") {
+  std::optional<std::string> reply;
+  CHECK(d::decode_mark(d::encode_mark(55, std::string("\"bin-1\"")), reply) == 55);
+  CHECK(reply == "\"bin-1\"");
+  reply.reset();
+  CHECK(d::decode_mark(d::encode_mark(56, std::nullopt), reply) == 56);
+  CHECK(!reply);
+}
+
+TEST_CASE("a truncated or foreign value is corrupt_record") {
+  d::outgoing o{"w", "id", "m", 1, "{}", 1};
+  auto v = d::encode_outgoing(o);
+  std::optional<std::string> reply;
+  for (auto bad : {v.substr(0, 10), std::string("\x02") + v.substr(1), std::string()}) {
+    CHECK_THROWS_MATCHES(d::decode_outgoing("id", bad), troupe::error,
+                         Catch::Predicate<troupe::error>([](auto& e) { return e.code() == troupe::delivery::errc::corrupt_record; }));
+  }
+  CHECK_THROWS_AS(d::decode_mark("\x01\x00", reply), troupe::error);
+}

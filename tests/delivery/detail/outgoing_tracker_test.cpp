@@ -1,0 +1,197 @@
+// The outgoing-delivery tracker on its own: sending, confirmation,
+// redelivery, dead letters, room under max_unconfirmed, one waiting copy
+// of a received delivery.
+#include <troupe/delivery/detail/outgoing_tracker.hpp>
+
+#include <troupe/actor_system.hpp>
+#include <troupe/persistence/memory_store.hpp>
+
+#include "../../support.hpp"
+
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace td = troupe::delivery;
+namespace tp = troupe::persistence;
+
+namespace {
+
+/// What the tracker told its actor, and what it sent.
+struct seen {
+  std::mutex m;
+  std::condition_variable changed;
+  std::vector<std::string> told;
+  std::vector<td::message> sent;
+  void add(std::string s) {
+    {
+      std::lock_guard g(m);
+      told.push_back(std::move(s));
+    }
+    changed.notify_all();
+  }
+  std::vector<std::string> told_now() {
+    std::lock_guard g(m);
+    return told;
+  }
+  std::vector<td::message> sent_now() {
+    std::lock_guard g(m);
+    return sent;
+  }
+};
+
+struct owner_actor {
+  std::shared_ptr<seen> s;
+  void handle(td::detail::inbound in) { s->add("inbound " + in.msg.id.str()); }
+  void handle(td::confirmed c) { s->add("confirmed " + c.id.str()); }
+  void handle(td::delivery_failed f) { s->add("failed " + f.letter.id.str()); }
+  void handle(td::redelivery_warning w) { s->add("warning " + w.id.str() + " " + std::to_string(w.attempts)); }
+};
+
+/// Records every message sent, delivers nothing.
+struct recording_transport final : td::transport {
+  std::shared_ptr<seen> s;
+  void bind(const std::string&, std::shared_ptr<td::endpoint>) override {}
+  void unbind(const std::string&, const td::endpoint*) override {}
+  void send(td::message m) override {
+    std::lock_guard g(s->m);
+    s->sent.push_back(std::move(m));
+  }
+  void send(td::acknowledgement) override {}
+};
+
+struct fixture {
+  std::shared_ptr<seen> s = std::make_shared<seen>();
+  std::shared_ptr<tp::memory_store> store = std::make_shared<tp::memory_store>();
+  std::shared_ptr<tp::journal> journal = std::make_shared<tp::journal_of<tp::memory_store>>(store);
+  std::shared_ptr<recording_transport> net = std::make_shared<recording_transport>();
+  troupe::actor_system sys{troupe::system_config{.threads = 2}};
+  troupe::actor_ref<owner_actor> self = sys.spawn<owner_actor>(s);
+  td::detail::tables tables = td::detail::tables::of(*journal);
+
+  fixture() { net->s = s; }
+
+  std::shared_ptr<td::detail::outgoing_tracker<owner_actor>> tracker(td::redelivery_policy p) {
+    return std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", journal, tables, net, self, p,
+                                                                       sys.get_executor());
+  }
+
+  /// Waits until `pred` holds: checked whenever the actor is told
+  /// something, and at least every 2 ms (for the store).
+  template <class P>
+  bool eventually(P pred) {
+    const auto end = std::chrono::steady_clock::now() + test::deadline;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::unique_lock l(s->m);
+      s->changed.wait_for(l, 2ms);
+    }
+    return true;
+  }
+
+  std::size_t records(char kind) {
+    std::size_t n = 0;
+    REQUIRE_FALSE(store->scan(tables.deliveries, td::detail::key_prefix("shop") + kind, [&](auto, auto) { return ++n, true; }));
+    return n;
+  }
+};
+
+td::detail::outgoing out(std::string id) { return {"warehouse", std::move(id), "t.item", 1, "{}", 1}; }
+
+td::redelivery_policy slow() {
+  td::redelivery_policy p;
+  p.initial_backoff = 1h;
+  p.max_backoff = 1h;
+  p.jitter = 0;
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("recovered deliveries are sent at once; an acknowledgement forgets one and removes its record later") {
+  fixture f;
+  REQUIRE_FALSE(f.store->write("", {}, {tp::table_write::put(f.tables.deliveries, td::detail::key(td::detail::key_prefix("shop"), 'p', "a"),
+                                                             td::detail::encode_outgoing(out("a")))}));
+  auto t = f.tracker(slow());
+  t->start({out("a"), out("b")});
+  auto sent = f.s->sent_now();
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[0].from == "shop");
+  CHECK(sent[0].to == "warehouse");
+  CHECK(t->stats().unconfirmed == 2);
+  t->acknowledge({"shop", "warehouse", td::delivery_id("a"), std::nullopt});
+  t->acknowledge({"shop", "warehouse", td::delivery_id("a"), std::nullopt}); // repeated: harmless
+  CHECK(t->stats().unconfirmed == 1);
+  CHECK(t->stats().confirmed == 1);
+  CHECK(f.eventually([&] { return f.s->told_now() == std::vector<std::string>{"confirmed a"}; }));
+  CHECK(f.eventually([&] { return f.records('p') == 0; })); // the later write
+  t->close();
+}
+
+TEST_CASE("an unconfirmed delivery is sent again with the same ID, warned about, then dead-lettered atomically") {
+  fixture f;
+  td::redelivery_policy p;
+  p.initial_backoff = 2ms;
+  p.max_backoff = 4ms;
+  p.jitter = 0;
+  p.warn_after = 2;
+  p.max_attempts = 3;
+  auto t = f.tracker(p);
+  t->start({});
+  REQUIRE(t->try_reserve(1));
+  REQUIRE_FALSE(f.store->write("", {}, {tp::table_write::put(f.tables.deliveries, t->pending_key("d"), td::detail::encode_outgoing(out("d")))}));
+  t->add_reserved(out("d"));
+  REQUIRE(f.eventually([&] { return t->stats().dead_lettered == 1; }));
+  auto sent = f.s->sent_now();
+  REQUIRE(sent.size() == 3);
+  for (auto& m : sent) CHECK(m.id.str() == "d");
+  CHECK(t->stats().resent == 2);
+  CHECK(f.records('p') == 0);
+  CHECK(f.records('x') == 1);
+  CHECK(f.eventually([&] {
+    auto told = f.s->told_now();
+    return told == std::vector<std::string>{"warning d 2", "failed d"};
+  }));
+  t->close();
+}
+
+TEST_CASE("room under max_unconfirmed is reserved; a waiter is released by a confirmation, or by the close") {
+  fixture f;
+  auto p = slow();
+  p.max_unconfirmed = 2;
+  auto t = f.tracker(p);
+  t->start({});
+  REQUIRE(t->try_reserve(2));
+  CHECK_FALSE(t->try_reserve(1));
+  t->add_reserved(out("x"));
+  t->add_reserved(out("y"));
+  CHECK_FALSE(t->try_reserve(1));
+  auto room = t->wait_for_room(asio::use_future);
+  t->acknowledge({"shop", "warehouse", td::delivery_id("x"), std::nullopt});
+  test::get(room);
+  CHECK(t->try_reserve(1));
+  auto closed = t->wait_for_room(asio::use_future);
+  t->close();
+  CHECK_THROWS_AS(test::get(closed), std::system_error);
+}
+
+TEST_CASE("a received delivery waits in the mailbox as one copy per sender and ID") {
+  fixture f;
+  auto t = f.tracker(slow());
+  t->start({});
+  td::message m{"shop", "warehouse", td::delivery_id("r"), "t.item", 1, "{}"};
+  t->receive(m);
+  t->receive(m); // a redelivery of what is still waiting: dropped
+  td::message other = m;
+  other.from = "another-sender";
+  t->receive(other); // the same ID from another sender: its own copy
+  CHECK(f.eventually([&] { return f.s->told_now().size() == 2; }));
+  t->dequeued(m);
+  t->receive(m);
+  CHECK(f.eventually([&] { return f.s->told_now().size() == 3; }));
+  t->close();
+}
