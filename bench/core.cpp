@@ -44,11 +44,14 @@ void ask_roundtrip(benchmark::State& state) {
   troupe::actor_system sys(troupe::system_config{.threads = 2});
   auto c = sys.spawn<counter>();
   for (auto _ : state) {
-    auto done = asio::co_spawn(sys.get_executor(), [c, n]() -> asio::awaitable<long> {
-      long last = 0;
-      for (long i = 0; i < n; ++i) last = co_await c.ask(total{});
-      co_return last;
-    }, asio::use_future);
+    auto done = asio::co_spawn(
+        sys.get_executor(),
+        [c, n]() -> asio::awaitable<long> {
+          long last = 0;
+          for (long i = 0; i < n; ++i) last = co_await c.ask(total{});
+          co_return last;
+        },
+        asio::use_future);
     done.get();
   }
   state.SetItemsProcessed(state.iterations() * n);

@@ -131,8 +131,9 @@ void raw_records_sync(benchmark::State& state) {
     for (long i = 0; i < total;) {
       rocksdb::WriteBatch b;
       for (long j = 0; j < batch && i < total; ++j, ++i)
-        b.Put(tp::detail::seq_key(prefixes[static_cast<std::size_t>(i % ids)], static_cast<tp::sequence_nr>(i / ids + 1)),
-              value);
+        b.Put(
+            tp::detail::seq_key(prefixes[static_cast<std::size_t>(i % ids)], static_cast<tp::sequence_nr>(i / ids + 1)),
+            value);
       check(db->Write(wo, &b).ok(), "raw batch");
     }
     elapsed += seconds(std::chrono::steady_clock::now() - start).count();
@@ -166,8 +167,8 @@ void deliver_confirm(benchmark::State& state, tp::durability mode) {
     for (int i = 0; i < pairs; ++i)
       receivers.push_back(sys.spawn<line_receiver>(troupe::persistence_id{"receiver-" + std::to_string(i)}, o));
     for (int i = 0; i < pairs; ++i)
-      senders.push_back(
-          sys.spawn<line_sender>(troupe::persistence_id{"sender-" + std::to_string(i)}, "receiver-" + std::to_string(i), o));
+      senders.push_back(sys.spawn<line_sender>(troupe::persistence_id{"sender-" + std::to_string(i)},
+                                               "receiver-" + std::to_string(i), o));
     for (auto& r : receivers) r.ask(td::delivery_status{}, asio::use_future).get(); // recovered
     for (auto& s : senders) s.ask(td::delivery_status{}, asio::use_future).get();
     const auto records_before = store->records_written();

@@ -189,7 +189,8 @@ struct recovery_fixture {
     };
     populate("recovering", recovery_events);
     populate("snapshotted", recovery_events + recovery_tail);
-    check(!store.save_snapshot("snapshotted", {recovery_events, 0, json::serialize(json::value_from(blob_state{recovery_events}))}),
+    check(!store.save_snapshot("snapshotted",
+                               {recovery_events, 0, json::serialize(json::value_from(blob_state{recovery_events}))}),
           "snapshot");
     check(!store.delete_up_to("snapshotted", recovery_events), "delete covered events");
     store.db().CompactRange(rocksdb::CompactRangeOptions{}, store.journal_cf(), nullptr, nullptr);

@@ -1,5 +1,7 @@
 // ask_and_supervise: coroutine handlers that ask other actors, timeouts,
 // and a supervisor restarting an actor that throws.
+// (The front door: its comments are aligned by hand.)
+// clang-format off
 #include <troupe/troupe.hpp>
 
 #include <asio/co_spawn.hpp>
@@ -91,3 +93,4 @@ int main() {
   std::cout << "shop stopped (" << troupe::to_string(d.reason) << ")\n";
   std::cout << "dead letters: " << sys.dead_letters() << '\n';
 }
+// clang-format on

@@ -78,10 +78,12 @@ private:
 
 int main(int argc, char** argv) {
   std::random_device rd;
-  const auto dir = argc > 1 ? std::filesystem::path(argv[1])
-                            : std::filesystem::temp_directory_path() / ("troupe-payment-outbox-" + std::to_string(rd()));
+  const auto dir = argc > 1
+                       ? std::filesystem::path(argv[1])
+                       : std::filesystem::temp_directory_path() / ("troupe-payment-outbox-" + std::to_string(rd()));
   troupe::actor_system sys;
-  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
+  tp::set_journal(
+      sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
   td::set_transport(sys);
 
   // The external systems, with their faults (seeded).
@@ -136,13 +138,13 @@ int main(int argc, char** argv) {
     const auto mailed = mail->deliveries(mail_id);
     std::cout << "  order " << n << ": payment " << te::to_string(p->status);
     if (p->status == te::effect_status::completed) std::cout << " (" << p->result_as<std::string>() << ")";
-    std::cout << " after " << p->attempts << " attempt(s), charged " << charged << "x; e-mail sent " << mailed
-              << "x\n";
+    std::cout << " after " << p->attempts << " attempt(s), charged " << charged << "x; e-mail sent " << mailed << "x\n";
     ok = ok && p->status == te::effect_status::completed && charged == 1 && mailed == 1;
   }
   std::cout << "gateway: " << gateway->requests() << " charge requests, " << gateway->queries()
             << " queries; mail service: " << mail->requests() << " requests\n";
-  std::cout << (ok ? "every order charged once and e-mailed once\n" : "FAILED: an order was not charged or e-mailed exactly once\n");
+  std::cout << (ok ? "every order charged once and e-mailed once\n"
+                   : "FAILED: an order was not charged or e-mailed exactly once\n");
   if (argc <= 1) {
     sys.shutdown();
     std::filesystem::remove_all(dir);

@@ -30,7 +30,9 @@ struct counter_state {
 BOOST_DESCRIBE_STRUCT(counter_state, (), (value))
 
 // Commands.
-struct increment { long by; };
+struct increment {
+  long by;
+};
 struct current {};
 
 class counter : public tp::persistent_actor<counter, counter_state> {
@@ -49,8 +51,8 @@ public:
   long handle(current) const { return state().value; }
 
   void on_recovery_completed() {
-    std::cout << "recovered " << pid() << " at " << state().value << " (" << last_sequence_nr() << " events, from the snapshot at "
-              << recovered_from_snapshot() << ")\n";
+    std::cout << "recovered " << pid() << " at " << state().value << " (" << last_sequence_nr()
+              << " events, from the snapshot at " << recovered_from_snapshot() << ")\n";
   }
 };
 
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
   options.snapshots.delete_events = true; // and the events they cover deleted
   auto c = sys.spawn<counter>(troupe::persistence_id{"counter-1"}, options);
   for (long i = 0; i < increments; ++i) {
-    long v = c.ask(increment{1}, asio::use_future).get();  // returns once durable
+    long v = c.ask(increment{1}, asio::use_future).get(); // returns once durable
     std::cout << "value " << v << std::endl;
   }
   long final_value = c.ask(current{}, asio::use_future).get();

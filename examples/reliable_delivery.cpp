@@ -97,13 +97,16 @@ public:
 
 int main(int argc, char** argv) {
   std::random_device rd;
-  const auto dir = argc > 1 ? std::filesystem::path(argv[1])
-                            : std::filesystem::temp_directory_path() / ("troupe-reliable-delivery-" + std::to_string(rd()));
+  const auto dir = argc > 1
+                       ? std::filesystem::path(argv[1])
+                       : std::filesystem::temp_directory_path() / ("troupe-reliable-delivery-" + std::to_string(rd()));
   troupe::actor_system sys;
-  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
+  tp::set_journal(
+      sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.string())));
 
   // The network: loses and duplicates messages and acknowledgements.
-  auto net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(), sys.get_executor(), 42);
+  auto net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(),
+                                                                 sys.get_executor(), 42);
   net->set_message_faults({.drop = 0.3, .duplicate = 0.2, .reorder = 0.1});
   net->set_ack_faults({.drop = 0.3, .duplicate = 0.2});
   td::set_transport(sys, net);
@@ -129,7 +132,8 @@ int main(int argc, char** argv) {
             << " duplicated; " << ac.sent << " acknowledgements, " << ac.dropped << " lost, " << ac.duplicated
             << " duplicated\n";
   std::cout << "shop: " << ss.sent << " sent, " << ss.resent << " redelivered, " << ss.confirmed << " confirmed\n";
-  std::cout << "warehouse: " << ws.processed << " processed, " << ws.duplicates << " duplicates answered from the dedup marks\n";
+  std::cout << "warehouse: " << ws.processed << " processed, " << ws.duplicates
+            << " duplicates answered from the dedup marks\n";
   bool once = st.picks.size() == static_cast<std::size_t>(orders);
   for (auto& [order, times] : st.picks) {
     std::cout << "  order " << order << " picked " << times << (times == 1 ? " time\n" : " times\n");

@@ -13,9 +13,9 @@
 
 namespace {
 
-using savina::check;
 using caf::atom;
 using caf::atom_constant;
+using savina::check;
 
 using ping_atom = atom_constant<atom("ping")>;
 using pong_atom = atom_constant<atom("pong")>;
@@ -165,8 +165,7 @@ struct fj_state {
   long sum = 0;
 };
 
-caf::behavior fj_worker_fn(caf::stateful_actor<fj_state>* self, long expected,
-                           std::shared_ptr<savina::join> done) {
+caf::behavior fj_worker_fn(caf::stateful_actor<fj_state>* self, long expected, std::shared_ptr<savina::join> done) {
   return {[=](work_atom, long v) {
     self->state.sum += v;
     if (++self->state.received == expected) {

@@ -68,17 +68,23 @@ args parse(int argc, char** argv) {
   if (argc < 2) usage("no command");
   args a;
   a.command = argv[1];
-  if (a.command != "run" && a.command != "verify" && a.command != "torture") usage("unknown command '" + a.command + "'");
+  if (a.command != "run" && a.command != "verify" && a.command != "torture")
+    usage("unknown command '" + a.command + "'");
   for (int i = 2; i < argc; ++i) {
     std::string k = argv[i];
     if (i + 1 >= argc) usage(k + " needs a value");
     std::string v = argv[++i];
     try {
-      if (k == "--orders") a.orders = std::stol(v);
-      else if (k == "--cycles") a.cycles = std::stol(v);
-      else if (k == "--seed") a.seed = std::stoull(v);
-      else if (k == "--dir") a.dir = v;
-      else usage("unknown option " + k);
+      if (k == "--orders")
+        a.orders = std::stol(v);
+      else if (k == "--cycles")
+        a.cycles = std::stol(v);
+      else if (k == "--seed")
+        a.seed = std::stoull(v);
+      else if (k == "--dir")
+        a.dir = v;
+      else
+        usage("unknown option " + k);
     } catch (const std::logic_error&) {
       usage("bad value '" + v + "' for " + k);
     }
@@ -93,9 +99,7 @@ fs::path store_dir(const args& a) { return fs::path(a.dir) / "troupe"; }
 fs::path gateway_dir(const args& a) { return fs::path(a.dir) / "gateway"; }
 fs::path mail_dir(const args& a) { return fs::path(a.dir) / "mail"; }
 
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 // -- run ---------------------------------------------------------------------------
 
@@ -159,8 +163,8 @@ private:
     drawn_ = now;
     const double secs = started_ ? std::chrono::duration<double>(now - processing_start_).count() : 0;
     const double rate = secs > 0 ? (static_cast<double>(ended_.size()) - base_) / secs : 0;
-    std::fprintf(stderr, "\r  orders ended %ld/%ld (%ld complete), %.0f orders/s   %s", static_cast<long>(ended_.size()),
-                 total_, complete_, rate, last ? "\n" : "");
+    std::fprintf(stderr, "\r  orders ended %ld/%ld (%ld complete), %.0f orders/s   %s",
+                 static_cast<long>(ended_.size()), total_, complete_, rate, last ? "\n" : "");
     std::fflush(stderr);
   }
 
@@ -183,7 +187,11 @@ int run(const args& a) {
   go.path = gateway_dir(a).string();
   go.sync = false; // survives kill -9, which is what is tested here
   go.honours_keys = false;
-  go.faults = {.fail_before = 0.05, .lose_response = 0.1, .timeout = 0.03, .slow = 0.1, .query_unavailable = 0.05,
+  go.faults = {.fail_before = 0.05,
+               .lose_response = 0.1,
+               .timeout = 0.03,
+               .slow = 0.1,
+               .query_unavailable = 0.05,
                .slow_latency = std::chrono::milliseconds(2)};
   tk::simulator_options mo = go;
   mo.seed = a.seed * 31 + 7;
@@ -217,7 +225,8 @@ int run(const args& a) {
   std::function<void(order_ended)> ended = [track](order_ended e) { track->handle(e); };
   std::vector<troupe::actor_ref<order>> refs;
   refs.reserve(a.orders);
-  for (long n = 1; n <= a.orders; ++n) refs.push_back(sys.spawn<order>(troupe::persistence_id{order_pid(n)}, n, ended, o));
+  for (long n = 1; n <= a.orders; ++n)
+    refs.push_back(sys.spawn<order>(troupe::persistence_id{order_pid(n)}, n, ended, o));
   // Every order has recovered once it answers.
   std::vector<std::future<order_state>> states;
   for (auto& r : refs) states.push_back(r.ask(order_status{}, asio::use_future));
@@ -256,13 +265,19 @@ boost::json::object verify(const args& a) {
       order_state s;
       auto ec = store.replay(order_pid(n), 1, tp::max_sequence_nr, UINT64_MAX,
                              [&](const tp::event_record& r) { s.apply_manifest(r.manifest); });
-      if (ec) throw troupe::error(troupe::persistence::errc::storage_failure, "reading " + order_pid(n) + ": " + ec.message());
+      if (ec)
+        throw troupe::error(troupe::persistence::errc::storage_failure,
+                            "reading " + order_pid(n) + ": " + ec.message());
       if (!s.placed) continue;
       known.insert(n);
-      if (s.complete()) ++completed;
-      else if (s.payment_failed) ++failed;
-      else if (s.payment_unknown) ++unknown;
-      else ++stuck;
+      if (s.complete())
+        ++completed;
+      else if (s.payment_failed)
+        ++failed;
+      else if (s.payment_unknown)
+        ++unknown;
+      else
+        ++stuck;
     }
   }
   // The providers' own records.
@@ -291,18 +306,26 @@ boost::json::object verify(const args& a) {
   for (auto& [id, times] : mail.all_deliveries()) {
     emails += static_cast<long>(times);
     const auto n = order_of(id);
-    const bool expected = n >= 1 && n <= a.orders &&
-                          (id == op_id(n, "confirmation-email") || id == op_id(n, "shipping-email"));
-    if (!expected) duplicate_emails += static_cast<long>(times); // not an order's message ID: an e-mail nobody asked for
-    else if (times > 1) duplicate_emails += static_cast<long>(times - 1);
+    const bool expected =
+        n >= 1 && n <= a.orders && (id == op_id(n, "confirmation-email") || id == op_id(n, "shipping-email"));
+    if (!expected)
+      duplicate_emails += static_cast<long>(times); // not an order's message ID: an e-mail nobody asked for
+    else if (times > 1)
+      duplicate_emails += static_cast<long>(times - 1);
   }
   // Lost: placed by `run` (after a full run, every order of 1..N was) and
   // unknown to the system.
   for (long n = 1; n <= a.orders; ++n)
     if (!known.contains(n)) ++lost;
-  return {{"orders", a.orders},         {"completed", completed}, {"charges", charges},
-          {"double_charges", double_charges}, {"lost_orders", lost},   {"duplicate_emails", duplicate_emails},
-          {"stuck", stuck},           {"payment_failed", failed}, {"payment_unknown", unknown},
+  return {{"orders", a.orders},
+          {"completed", completed},
+          {"charges", charges},
+          {"double_charges", double_charges},
+          {"lost_orders", lost},
+          {"duplicate_emails", duplicate_emails},
+          {"stuck", stuck},
+          {"payment_failed", failed},
+          {"payment_unknown", unknown},
           {"emails", emails}};
 }
 
@@ -397,7 +420,8 @@ int torture(const args& a) {
     const auto v = verify(a);
     const long now_completed = v.at("completed").as_int64();
     if (phase == "processing" && !finished && after_ms >= 20 && now_completed > completed)
-      rate = 0.5 * rate + 0.5 * (1000.0 * static_cast<double>(now_completed - completed) / static_cast<double>(after_ms));
+      rate =
+          0.5 * rate + 0.5 * (1000.0 * static_cast<double>(now_completed - completed) / static_cast<double>(after_ms));
     completed = now_completed;
     std::cout << "cycle " << k << "/" << a.cycles << ": "
               << (finished ? "finished before the kill" : "killed " + std::to_string(after_ms) + " ms into " + phase)
@@ -419,7 +443,8 @@ int torture(const args& a) {
   waitpid(pid, &status, 0);
   close(out);
   std::cout << "final run: " << (done && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "finished" : "FAILED");
-  if (auto at = seen.rfind('{'); at != std::string::npos) std::cout << ", " << seen.substr(at, seen.find('\n', at) - at);
+  if (auto at = seen.rfind('{'); at != std::string::npos)
+    std::cout << ", " << seen.substr(at, seen.find('\n', at) - at);
   std::cout << std::endl;
   auto v = verify(a);
   v["cycles"] = a.cycles;

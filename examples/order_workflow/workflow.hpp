@@ -90,18 +90,18 @@ struct order_state {
   /// Applies an event by manifest (for `verify`); false if it is none of
   /// the order's.
   bool apply_manifest(std::string_view m) {
-    bool* flag = m == placed_m                     ? &placed
-                 : m == payment_completed_m        ? &paid
-                 : m == payment_failed_m           ? &payment_failed
-                 : m == payment_unknown_m          ? &payment_unknown
-                 : m == confirmation_requested_m   ? &confirmation_requested
-                 : m == confirmation_sent_m        ? &confirmation_sent
-                 : m == picklist_requested_m       ? &picklist_requested
-                 : m == picklist_accepted_m        ? &picklist_accepted
-                 : m == shipped_m                  ? &shipped
-                 : m == shipping_requested_m       ? &shipping_requested
-                 : m == shipping_sent_m            ? &shipping_sent
-                                                   : nullptr;
+    bool* flag = m == placed_m                   ? &placed
+                 : m == payment_completed_m      ? &paid
+                 : m == payment_failed_m         ? &payment_failed
+                 : m == payment_unknown_m        ? &payment_unknown
+                 : m == confirmation_requested_m ? &confirmation_requested
+                 : m == confirmation_sent_m      ? &confirmation_sent
+                 : m == picklist_requested_m     ? &picklist_requested
+                 : m == picklist_accepted_m      ? &picklist_accepted
+                 : m == shipped_m                ? &shipped
+                 : m == shipping_requested_m     ? &shipping_requested
+                 : m == shipping_sent_m          ? &shipping_sent
+                                                 : nullptr;
     if (flag) *flag = true;
     return flag || m == payment_requested_m;
   }
@@ -246,7 +246,9 @@ struct picked {
   long order = 0;
 };
 inline void tag_invoke(json::value_from_tag, json::value& v, const picked& e) { v = {{"order", e.order}}; }
-inline picked tag_invoke(json::value_to_tag<picked>, const json::value& v) { return {json::value_to<long>(v.at("order"))}; }
+inline picked tag_invoke(json::value_to_tag<picked>, const json::value& v) {
+  return {json::value_to<long>(v.at("order"))};
+}
 
 struct warehouse_state {
   long picked = 0;

@@ -51,14 +51,12 @@ using raw_handler_result_t = decltype(invoke_handle(std::declval<A&>(), std::dec
 /// `troupe::task<R>`), so it may `co_await`; the actor processes no other
 /// message until it has finished.
 template <class A, class M>
-concept coroutine_handler =
-    handles<A, M> && detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::is_awaitable;
+concept coroutine_handler = handles<A, M> && detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::is_awaitable;
 
 /// The reply of an ask of `M` to an actor of type `A`: the handler's return
 /// type, or what its awaitable produces for a coroutine handler.
 template <class A, class M>
   requires handles<A, M>
-using reply_type_t =
-    std::decay_t<typename detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::value_type>;
+using reply_type_t = std::decay_t<typename detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::value_type>;
 
 } // namespace troupe

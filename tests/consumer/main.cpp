@@ -1,12 +1,15 @@
 #include <troupe/troupe.hpp>
 
-struct add { int n; };
+struct add {
+  int n;
+};
 struct total {};
 
 class counter {
 public:
   void handle(add m) { sum_ += m.n; }
   int handle(total) const { return sum_; }
+
 private:
   int sum_ = 0;
 };

@@ -24,8 +24,7 @@ TEST_CASE("a troupe error carries its code and a message naming what went wrong"
 
 TEST_CASE("error_code_of extracts the code from troupe errors and classifies other exceptions") {
   CHECK(!troupe::error_code_of(nullptr));
-  CHECK(troupe::error_code_of(std::make_exception_ptr(troupe::error(troupe::errc::timeout))) ==
-        troupe::errc::timeout);
+  CHECK(troupe::error_code_of(std::make_exception_ptr(troupe::error(troupe::errc::timeout))) == troupe::errc::timeout);
   CHECK(troupe::error_code_of(std::make_exception_ptr(std::runtime_error("x"))) == troupe::errc::handler_failed);
 }
 

@@ -202,6 +202,7 @@ TEST_CASE("an exception in a coroutine handler is supervised like any other") {
 TEST_CASE("a failing on_start is supervised and retried") {
   troupe::actor_system sys;
   auto h = std::make_shared<history>();
-  auto a = sys.spawn<bad_start>(troupe::spawn_options{.supervision = troupe::supervision::restart(5, 10s, 1ms, 1ms)}, h);
+  auto a =
+      sys.spawn<bad_start>(troupe::spawn_options{.supervision = troupe::supervision::restart(5, 10s, 1ms, 1ms)}, h);
   CHECK(test::get(a.ask(total{}, asio::use_future)) == 3); // third instance started
 }

@@ -1,12 +1,15 @@
 // Must NOT compile: the diagnostic must name the actor and the message type.
 #include <troupe/troupe.hpp>
 
-struct add { int n; };
+struct add {
+  int n;
+};
 struct not_a_counter_message {};
 
 class counter {
 public:
   void handle(add m) { sum_ += m.n; }
+
 private:
   int sum_ = 0;
 };

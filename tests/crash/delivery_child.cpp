@@ -113,9 +113,12 @@ int main(int argc, char** argv) {
   const bool finish = argc > 4 && std::string(argv[4]) == "finish";
 
   troupe::actor_system sys(troupe::system_config{.threads = 2});
-  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
-  auto net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(), sys.get_executor(), seed);
-  troupe::testing::fault_rates faults{.drop = 0.1, .duplicate = 0.1, .reorder = 0.1, .delay = 0.05, .max_delay = std::chrono::milliseconds(20)};
+  tp::set_journal(sys,
+                  std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
+  auto net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(),
+                                                                 sys.get_executor(), seed);
+  troupe::testing::fault_rates faults{
+      .drop = 0.1, .duplicate = 0.1, .reorder = 0.1, .delay = 0.05, .max_delay = std::chrono::milliseconds(20)};
   net->set_message_faults(faults);
   net->set_ack_faults(faults);
   td::set_transport(sys, net);
@@ -132,10 +135,12 @@ int main(int argc, char** argv) {
   o.dedup.retention = std::chrono::milliseconds::max();
 
   std::vector<troupe::actor_ref<receiver>> receivers;
-  for (int r = 0; r < 2; ++r) receivers.push_back(sys.spawn<receiver>(troupe::persistence_id{"r" + std::to_string(r)}, o));
+  for (int r = 0; r < 2; ++r)
+    receivers.push_back(sys.spawn<receiver>(troupe::persistence_id{"r" + std::to_string(r)}, o));
   std::vector<troupe::actor_ref<sender>> senders;
   for (int s = 0; s < 4; ++s)
-    senders.push_back(sys.spawn<sender>(troupe::persistence_id{"s" + std::to_string(s)}, "r" + std::to_string(s % 2), o));
+    senders.push_back(
+        sys.spawn<sender>(troupe::persistence_id{"s" + std::to_string(s)}, "r" + std::to_string(s % 2), o));
   // Recovered (their first message waits for recovery): tell the parent.
   for (auto& s : senders) s.ask(td::delivery_status{}, asio::use_future).get();
   for (auto& r : receivers) r.ask(td::delivery_status{}, asio::use_future).get();

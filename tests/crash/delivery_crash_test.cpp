@@ -111,7 +111,7 @@ int run(int argc, char** argv) {
     int out = -1;
     pid_t pid = start(child, dir.string(), rng(), items, false, &out);
     if (!during_startup) wait_output(out, std::chrono::seconds(60)); // "ready"
-    wait_output(out, run_for);                                        // nothing more comes: the moment to kill
+    wait_output(out, run_for);                                       // nothing more comes: the moment to kill
     kill(pid, SIGKILL);
     close(out);
     int status = 0;
@@ -121,9 +121,9 @@ int run(int argc, char** argv) {
       tp::rocksdb_store store(dir.string());
       for (int r = 0; r < 2; ++r) processed += store.highest_sequence_nr("r" + std::to_string(r));
     }
-    std::cout << "cycle " << cycle << ": killed " << run_for.count() << " ms after " << (during_startup ? "start" : "ready")
-              << ", " << processed
-              << " deliveries processed so far" << std::endl;
+    std::cout << "cycle " << cycle << ": killed " << run_for.count() << " ms after "
+              << (during_startup ? "start" : "ready") << ", " << processed << " deliveries processed so far"
+              << std::endl;
   }
   // The final run: its output pipe closes when it exits.
   int out = -1;

@@ -48,7 +48,8 @@ public:
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   troupe::actor_system sys(troupe::system_config{.threads = 2});
-  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
+  tp::set_journal(sys,
+                  std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(argv[1])));
   tp::persistence_options snapshotting;
   snapshotting.snapshots.every = 7;
   snapshotting.snapshots.keep = 2;
@@ -58,13 +59,16 @@ int main(int argc, char** argv) {
   for (int a = 0; a < actors; ++a) {
     std::string pid = "crash-" + std::to_string(a);
     auto t = sys.spawn<ticker>(tp::persistence_id{pid}, a % 2 ? snapshotting : tp::persistence_options{});
-    loops.push_back(asio::co_spawn(sys.get_executor(), [t, pid]() -> asio::awaitable<void> {
-      for (;;) {
-        auto seq = co_await t.ask(tick{});
-        auto line = pid + " " + std::to_string(seq) + "\n";
-        if (::write(1, line.data(), line.size()) < 0) co_return;
-      }
-    }, asio::use_future));
+    loops.push_back(asio::co_spawn(
+        sys.get_executor(),
+        [t, pid]() -> asio::awaitable<void> {
+          for (;;) {
+            auto seq = co_await t.ask(tick{});
+            auto line = pid + " " + std::to_string(seq) + "\n";
+            if (::write(1, line.data(), line.size()) < 0) co_return;
+          }
+        },
+        asio::use_future));
   }
   for (auto& l : loops) l.get();
 }

@@ -112,10 +112,12 @@ int main(int argc, char** argv) {
     for (int a = 0; a < actors; ++a) {
       std::string id = "crash-" + std::to_string(a);
       auto highest = store.highest_sequence_nr(id);
-      check(highest >= acked[id], id + ": acknowledged " + std::to_string(acked[id]) + " but highest is " +
-                                      std::to_string(highest), seed);
-      check(highest >= highest_seen[id], id + ": highest sequence number decreased from " +
-                                             std::to_string(highest_seen[id]) + " to " + std::to_string(highest), seed);
+      check(highest >= acked[id],
+            id + ": acknowledged " + std::to_string(acked[id]) + " but highest is " + std::to_string(highest), seed);
+      check(highest >= highest_seen[id],
+            id + ": highest sequence number decreased from " + std::to_string(highest_seen[id]) + " to " +
+                std::to_string(highest),
+            seed);
       // Odd actors delete the events their oldest kept snapshot covers: the
       // journal then starts right after a snapshot of exactly that state.
       std::uint64_t expected = 1;
@@ -140,8 +142,8 @@ int main(int argc, char** argv) {
         expected = e.seq + 1;
       });
       check(!ec, id + ": replay failed: " + ec.message(), seed);
-      check(expected - 1 == highest, id + ": events end at " + std::to_string(expected - 1) + ", highest is " +
-                                         std::to_string(highest), seed);
+      check(expected - 1 == highest,
+            id + ": events end at " + std::to_string(expected - 1) + ", highest is " + std::to_string(highest), seed);
       highest_seen[id] = highest;
       total_acked += acked[id];
     }

@@ -75,7 +75,9 @@ int main(int argc, char** argv) {
     }
     // What is written so far goes to table files; the rest stays in the WAL.
     store->flush_writes();
-    if (!store->db().Flush(rocksdb::FlushOptions{}, {store->journal_cf(), store->snapshots_cf(), store->meta_cf()}).ok()) {
+    if (!store->db()
+             .Flush(rocksdb::FlushOptions{}, {store->journal_cf(), store->snapshots_cf(), store->meta_cf()})
+             .ok()) {
       std::cerr << "make_store: flush failed\n";
       return 1;
     }
@@ -90,11 +92,13 @@ int main(int argc, char** argv) {
     auto s = sys.spawn<shop>(troupe::persistence_id{"shop-1"}, quick);
     s.ask(place{"warehouse-1", "picklist:9", 9}, asio::use_future).get();
     wait_until([&] { return w.ask(td::delivery_status{}, asio::use_future).get().processed == 1; }, "the dedup mark");
-    wait_until([&] { return s.ask(td::delivery_status{}, asio::use_future).get().unconfirmed == 0; }, "the confirmation");
+    wait_until([&] { return s.ask(td::delivery_status{}, asio::use_future).get().unconfirmed == 0; },
+               "the confirmation");
 
     // A dead letter: nobody answers, one attempt only.
     s.ask(place{"nobody", "lost:1", 1}, asio::use_future).get();
-    wait_until([&] { return s.ask(td::delivery_status{}, asio::use_future).get().dead_lettered == 1; }, "the dead letter");
+    wait_until([&] { return s.ask(td::delivery_status{}, asio::use_future).get().dead_lettered == 1; },
+               "the dead letter");
 
     // Two pending deliveries to a receiver that is not running; the shop
     // stops before it gives them up.

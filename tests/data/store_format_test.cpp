@@ -24,9 +24,7 @@ namespace {
 fs::path format_1_store() { return fs::path(TROUPE_TEST_DATA) / "store-format-1"; }
 
 /// A copy to open: opening a store may write to it.
-void copy_store(const fs::path& to) {
-  fs::copy(format_1_store(), to, fs::copy_options::recursive);
-}
+void copy_store(const fs::path& to) { fs::copy(format_1_store(), to, fs::copy_options::recursive); }
 
 template <class Ready>
 bool eventually(Ready ready) {
@@ -101,7 +99,8 @@ TEST_CASE("a store written by format 1 opens and every layer reads its records")
     net->bind("shop-1", probe);
     auto w = sys.spawn<warehouse>(troupe::persistence_id{"warehouse-1"}, o);
     CHECK(w.ask(placed_count{}, asio::use_future).get() == 1);
-    net->send(td::message{"warehouse-1", "shop-1", td::delivery_id("picklist:9"), "data.picklist", 1, R"({"order":9})"});
+    net->send(
+        td::message{"warehouse-1", "shop-1", td::delivery_id("picklist:9"), "data.picklist", 1, R"({"order":9})"});
     REQUIRE(eventually([&] { return !probe->acks().empty(); }));
     auto a = probe->acks().front();
     CHECK(a.id.str() == "picklist:9");

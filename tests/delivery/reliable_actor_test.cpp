@@ -195,10 +195,12 @@ struct world {
   void boot(std::uint64_t seed = 1) {
     sys.reset();
     journal.reset();
-    journal = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    journal =
+        std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
     sys = std::make_unique<troupe::actor_system>();
     tp::set_journal(*sys, journal);
-    net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(), sys->get_executor(), seed);
+    net = std::make_shared<troupe::testing::faulty_transport>(std::make_shared<td::local_transport>(),
+                                                              sys->get_executor(), seed);
     td::set_transport(*sys, net);
   }
 
@@ -208,7 +210,9 @@ struct world {
     journal.reset();
   }
 
-  receiver_state taken(const troupe::actor_ref<receiver>& r) { return test::get(r.ask(taken_query{}, asio::use_future)); }
+  receiver_state taken(const troupe::actor_ref<receiver>& r) {
+    return test::get(r.ask(taken_query{}, asio::use_future));
+  }
 
   td::delivery_stats stats(const auto& ref) { return test::get(ref.ask(td::delivery_status{}, asio::use_future)); }
 
@@ -282,10 +286,11 @@ TEST_CASE("the intent is written with the event that causes it, or not at all") 
   CHECK(w.pending_in_store("sender") == 3);
   CHECK(w.store->highest_sequence_nr("sender") == 2);
   std::vector<std::string> ids;
-  REQUIRE_FALSE(w.store->scan(w.store->open_table("deliveries"), td::detail::key_prefix("sender") + 'p', [&](auto k, auto) {
-    ids.emplace_back(k.substr(td::detail::key_prefix("sender").size() + 1));
-    return true;
-  }));
+  REQUIRE_FALSE(
+      w.store->scan(w.store->open_table("deliveries"), td::detail::key_prefix("sender") + 'p', [&](auto k, auto) {
+        ids.emplace_back(k.substr(td::detail::key_prefix("sender").size() + 1));
+        return true;
+      }));
   CHECK(ids == std::vector<std::string>{"sender#2", "sender#2.1", "sender:1"});
 }
 
@@ -419,7 +424,8 @@ TEST_CASE("a duplicate after the retention window is processed again (documented
   // The mark is swept...
   REQUIRE(w.eventually([&] {
     std::size_t n = 0;
-    REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup"), td::detail::key_prefix("receiver"), [&](auto, auto) { return ++n, true; }));
+    REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup"), td::detail::key_prefix("receiver"),
+                                [&](auto, auto) { return ++n, true; }));
     return n == 0;
   }));
   // ...so a copy of the old message (from outside any sender's horizon) runs
@@ -444,11 +450,12 @@ TEST_CASE("a receiver whose retention is shorter than a sender's redelivery hori
   // And a sender that never gives up against a receiver that forgets.
   auto forever = fast_options();
   forever.dedup.retention = 60'000ms;
-  CHECK_THROWS_WITH(w.sys->spawn<sender>(troupe::persistence_id{"sender-2"}, std::string("receiver"), w.probes, forever),
-                    Catch::Contains("unlimited"));
+  CHECK_THROWS_WITH(
+      w.sys->spawn<sender>(troupe::persistence_id{"sender-2"}, std::string("receiver"), w.probes, forever),
+      Catch::Contains("unlimited"));
 }
 
-TEST_CASE("after max attempts a delivery becomes a dead letter; an operator lists and re-queues it") {
+TEST_CASE("after max attempts a delivery becomes a dead letter, an operator lists and re-queues it") {
   world w;
   auto o = fast_options();
   o.redelivery.max_attempts = 4;
@@ -504,7 +511,7 @@ TEST_CASE("past max_unconfirmed, deliver fails, or waits for room") {
   REQUIRE(w.eventually([&] { return w.taken(r).taken.size() == 5; }));
 }
 
-TEST_CASE("a handler that throws writes nothing and acknowledges nothing; the redelivery succeeds") {
+TEST_CASE("a handler that throws writes nothing and acknowledges nothing, the redelivery succeeds") {
   world w;
   w.probes->fail_handler = true;
   troupe::spawn_options patient;
@@ -523,7 +530,7 @@ TEST_CASE("a handler that throws writes nothing and acknowledges nothing; the re
   CHECK(st.total == 3);
 }
 
-TEST_CASE("a failed write of the handler's unit acknowledges nothing; the redelivery is processed once") {
+TEST_CASE("a failed write of the handler's batch acknowledges nothing, the redelivery is processed once") {
   world w;
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
   w.net->set_message_faults({.drop = 1});

@@ -23,7 +23,9 @@ struct recorder final : td::endpoint {
   }
 };
 
-td::message to(std::string name, std::string id) { return {std::move(name), "s", td::delivery_id(std::move(id)), "m", 1, "{}"}; }
+td::message to(std::string name, std::string id) {
+  return {std::move(name), "s", td::delivery_id(std::move(id)), "m", 1, "{}"};
+}
 } // namespace
 
 TEST_CASE("a local transport hands what is sent to the endpoint bound to the name, and drops the rest") {
@@ -34,7 +36,7 @@ TEST_CASE("a local transport hands what is sent to the endpoint bound to the nam
   t.send(to("nobody", "2"));
   t.send(td::acknowledgement{"a", "r", td::delivery_id("3"), std::nullopt});
   CHECK(a->got == std::vector<std::string>{"message 1 from s", "ack 3 from r"});
-  t.bind("a", b); // rebinding replaces
+  t.bind("a", b);         // rebinding replaces
   t.unbind("a", a.get()); // not the bound one: no effect
   t.send(to("a", "4"));
   CHECK(b->got == std::vector<std::string>{"message 4 from s"});

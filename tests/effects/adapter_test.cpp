@@ -19,7 +19,9 @@ struct sync_adapter {
 
 struct async_adapter {
   static constexpr bool honours_idempotency_keys = true;
-  troupe::task<te::outcome> execute(const te::operation& op) { co_return te::outcome::unknown("no answer for " + op.id); }
+  troupe::task<te::outcome> execute(const te::operation& op) {
+    co_return te::outcome::unknown("no answer for " + op.id);
+  }
   troupe::task<te::query_result> query(const std::string& id) { co_return te::query_result::completed("found " + id); }
 };
 
@@ -42,7 +44,7 @@ T run(troupe::task<T> t) {
 
 } // namespace
 
-TEST_CASE("an adapter executes synchronously or as a coroutine; a queryable one also queries") {
+TEST_CASE("an adapter executes synchronously or as a coroutine, a queryable one also queries") {
   STATIC_REQUIRE(te::adapter<sync_adapter>);
   STATIC_REQUIRE(te::adapter<async_adapter>);
   STATIC_REQUIRE_FALSE(te::queryable_adapter<sync_adapter>);

@@ -57,7 +57,7 @@ TEST_CASE("a charge whose response was lost is resolved by query, without a seco
   CHECK(history[1].result == "completed");
 }
 
-TEST_CASE("a timeout, a dropped connection and a 5xx are unknown; only a decline is a failure") {
+TEST_CASE("a timeout, a dropped connection and a 5xx are unknown, only a decline is a failure") {
   asio::io_context io;
   auto outcome_of = [&](tk::gateway_faults f) {
     tk::simulator_options o;
@@ -87,7 +87,7 @@ TEST_CASE("a timeout, a dropped connection and a 5xx are unknown; only a decline
   CHECK(slow.what == te::outcome::kind::completed);
 }
 
-TEST_CASE("failed attempts are retried; when they run out the threshold callback fires and the effect is failed") {
+TEST_CASE("failed attempts are retried, when they run out the threshold callback fires and the effect is failed") {
   world w;
   auto sc = w.new_script();
   sc->otherwise = te::outcome::failed("processor down");
@@ -289,7 +289,8 @@ TEST_CASE("two dispatchers on one store never run the same operation at once, an
   constexpr int n = 40;
   {
     auto s = w.owner();
-    for (int i = 0; i < n; ++i) CHECK(test::get(s.ask(start_task{"job:" + std::to_string(i), "other"}, asio::use_future)));
+    for (int i = 0; i < n; ++i)
+      CHECK(test::get(s.ask(start_task{"job:" + std::to_string(i), "other"}, asio::use_future)));
   }
   // Both find every record at start, and race for them, five at a time
   // each, while the first attempts are held.
@@ -313,7 +314,8 @@ TEST_CASE("two dispatchers on one store never run the same operation at once, an
   CHECK(sc->max_running_same_id == 1);
 }
 
-TEST_CASE("retention removes completed records after their time and failed ones after theirs, never unknown or pending ones") {
+TEST_CASE("retention removes completed records after their time and failed ones after theirs, never unknown or pending "
+          "ones") {
   world w;
   auto ok = w.new_script();
   auto unknown = w.new_script();
@@ -357,7 +359,8 @@ TEST_CASE("retention removes completed records after their time and failed ones 
   REQUIRE(w.settled(s, "pending", effect_status::completed));
 }
 
-TEST_CASE("with a faulty gateway over many seeded runs, nothing is charged twice and every effect ends completed, failed or unknown") {
+TEST_CASE("with a faulty gateway over many seeded runs, nothing is charged twice and every effect ends completed, "
+          "failed or unknown") {
   const auto base = seed_from_env();
   std::cout << "effects property test: TROUPE_PROPERTY_SEED=" << base << "\n";
   std::map<effect_status, int> ends;
@@ -392,13 +395,15 @@ TEST_CASE("with a faulty gateway over many seeded runs, nothing is charged twice
       w.boot();
       s = start();
     }
-    REQUIRE(w.eventually([&] {
-      auto t = w.effects(s);
-      if (t.size() != orders) return false;
-      for (auto& [id, e] : t)
-        if (e.status == effect_status::pending) return false;
-      return true;
-    }, 60s));
+    REQUIRE(w.eventually(
+        [&] {
+          auto t = w.effects(s);
+          if (t.size() != orders) return false;
+          for (auto& [id, e] : t)
+            if (e.status == effect_status::pending) return false;
+          return true;
+        },
+        60s));
     auto t = w.effects(s);
     for (long n = 1; n <= orders; ++n) {
       const auto id = payment_id(n);

@@ -15,7 +15,7 @@ using te::effect_status;
 TEST_CASE("the effect state machine allows exactly its transitions") {
   using enum effect_status;
   const std::set<std::pair<effect_status, effect_status>> expected{
-      {not_requested, pending}, {pending, completed}, {pending, failed}, {pending, unknown},
+      {not_requested, pending}, {pending, completed}, {pending, failed},    {pending, unknown},
       {failed, pending},        {unknown, pending},   {unknown, completed}, {unknown, failed}};
   for (auto from : {not_requested, pending, completed, failed, unknown})
     for (auto to : {not_requested, pending, completed, failed, unknown}) {
@@ -68,7 +68,8 @@ TEST_CASE("statuses have names, and names give statuses back") {
 
 TEST_CASE("the layer's events, its message and the table have the JSON shape they always had") {
   te::effect_updated u{"op", effect_status::completed, R"("pay_1")", "", 2, 1};
-  CHECK(tp::to_json_text(u) == R"({"id":"op","status":"completed","result":"\"pay_1\"","reason":"","attempts":2,"round":1})");
+  CHECK(tp::to_json_text(u) ==
+        R"({"id":"op","status":"completed","result":"\"pay_1\"","reason":"","attempts":2,"round":1})");
   CHECK(tp::to_json_text(te::effect_update{u}) == tp::to_json_text(u));
   CHECK(tp::to_json_text(te::effect_requested{"op", "payment"}) == R"({"id":"op","type":"payment"})");
   te::effect_table t;
@@ -79,5 +80,6 @@ TEST_CASE("the layer's events, its message and the table have the JSON shape the
         R"({"id":"b","type":"mail","status":"pending","result":"","reason":"","attempts":0,"round":0}])");
   CHECK(tp::from_json_text<te::effect_table>(tp::to_json_text(t)) == t);
   CHECK(tp::from_json_text<te::effect_update>(tp::to_json_text(te::effect_update{u})).change.result == u.result);
-  CHECK_THROWS(tp::from_json_text<te::effect_updated>(R"({"id":"op","status":"lost","result":"","reason":"","attempts":0,"round":0})"));
+  CHECK_THROWS(tp::from_json_text<te::effect_updated>(
+      R"({"id":"op","status":"lost","result":"","reason":"","attempts":0,"round":0})"));
 }

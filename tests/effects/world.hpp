@@ -39,9 +39,9 @@ namespace effects_world {
 struct probe {
   std::mutex m;
   std::condition_variable changed;
-  std::vector<te::effect> outcomes;      // as the owners saw them (on_effect)
+  std::vector<te::effect> outcomes;        // as the owners saw them (on_effect)
   std::vector<te::effect_info> thresholds; // threshold callbacks
-  std::vector<std::string> calls;         // adapter calls, in order: "execute:ID", "query:ID"
+  std::vector<std::string> calls;          // adapter calls, in order: "execute:ID", "query:ID"
 
   template <class T>
   void record(std::vector<T>& into, T what) {
@@ -60,14 +60,14 @@ struct probe {
 struct script {
   std::shared_ptr<probe> probes;
   std::mutex m;
-  std::deque<te::outcome> executes;       // next answers (then `otherwise`)
+  std::deque<te::outcome> executes; // next answers (then `otherwise`)
   te::outcome otherwise = te::outcome::completed(std::string("done"));
-  std::deque<te::query_result> queries;   // next answers (then not_found)
-  std::map<std::string, int> executed;    // per operation ID
-  std::map<std::string, int> running;     // per operation ID, now
+  std::deque<te::query_result> queries; // next answers (then not_found)
+  std::map<std::string, int> executed;  // per operation ID
+  std::map<std::string, int> running;   // per operation ID, now
   int max_running_same_id = 0;
   std::atomic<int> execute_calls{0}, query_calls{0};
-  std::atomic<bool> hold{false};          // executions wait while set
+  std::atomic<bool> hold{false}; // executions wait while set
   std::atomic<int> holding{0};
 
   te::outcome next_execute(const std::string& id) {
@@ -138,7 +138,8 @@ using bare = scripted<false, false>; // can neither query nor retry safely
 
 static_assert(te::queryable_adapter<queryable>);
 static_assert(te::adapter<bare> && !te::queryable_adapter<bare>);
-static_assert(te::honours_idempotency_keys<tk::email_adapter>() && !te::honours_idempotency_keys<tk::payment_adapter>());
+static_assert(te::honours_idempotency_keys<tk::email_adapter>() &&
+              !te::honours_idempotency_keys<tk::payment_adapter>());
 
 /// Requests for the scripted adapters.
 struct task_request {
@@ -161,7 +162,9 @@ inline void tag_invoke(json::value_from_tag, json::value& v, const typed_request
 struct unserializable {
   static constexpr std::string_view effect_type = "task";
 };
-inline void tag_invoke(json::value_from_tag, json::value&, const unserializable&) { throw std::runtime_error("no JSON here"); }
+inline void tag_invoke(json::value_from_tag, json::value&, const unserializable&) {
+  throw std::runtime_error("no JSON here");
+}
 
 // -- the owner ---------------------------------------------------------------------
 
@@ -316,7 +319,8 @@ struct world {
   void boot() {
     sys.reset();
     journal.reset();
-    journal = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    journal =
+        std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
     sys = std::make_unique<troupe::actor_system>();
     tp::set_journal(*sys, journal);
     td::set_transport(*sys);
@@ -347,7 +351,9 @@ struct world {
     return s;
   }
 
-  te::effect_table effects(const troupe::actor_ref<shop>& s) { return test::get(s.ask(effects_query{}, asio::use_future)); }
+  te::effect_table effects(const troupe::actor_ref<shop>& s) {
+    return test::get(s.ask(effects_query{}, asio::use_future));
+  }
 
   effect_status status(const troupe::actor_ref<shop>& s, const std::string& id) { return effects(s).status(id); }
 

@@ -22,7 +22,7 @@ TEST_CASE("persistence codes have their own category, readable messages and port
 }
 
 TEST_CASE("a persistence code is not mistaken for a core code of the same value") {
-  std::error_code p = tp::errc::storage_failure; // 1
+  std::error_code p = tp::errc::storage_failure;   // 1
   std::error_code c = troupe::errc::actor_stopped; // 1
   CHECK(p.value() == c.value());
   CHECK(p != c);

@@ -36,7 +36,7 @@ struct not_json {
 
 } // namespace
 
-TEST_CASE("an event has a manifest and converts to JSON; its version defaults to 1") {
+TEST_CASE("an event has a manifest and converts to JSON, its version defaults to 1") {
   STATIC_REQUIRE(tp::event<item_added_v1>);
   STATIC_REQUIRE(tp::event<item_added>);
   STATIC_REQUIRE_FALSE(tp::event<no_manifest>);

@@ -68,10 +68,12 @@ TEST_CASE("async_write's completion runs on the handler's executor, never inside
 TEST_CASE("async_run runs the call on the blocking thread and completes with its value or its exception") {
   fixture f;
   const auto caller = std::this_thread::get_id();
-  auto value = f.j->async_run([&] {
-    CHECK(std::this_thread::get_id() != caller);
-    return f.store->highest_sequence_nr("nobody") + 41;
-  }, asio::use_future);
+  auto value = f.j->async_run(
+      [&] {
+        CHECK(std::this_thread::get_id() != caller);
+        return f.store->highest_sequence_nr("nobody") + 41;
+      },
+      asio::use_future);
   CHECK(test::get(value) == 41);
   auto thrown = f.j->async_run([]() -> int { throw std::runtime_error("boom"); }, asio::use_future);
   CHECK_THROWS_WITH(test::get(thrown), "boom");
@@ -83,11 +85,14 @@ TEST_CASE("async_run runs the call on the blocking thread and completes with its
 TEST_CASE("async_run and async_write are awaited with one co_await in a coroutine") {
   fixture f;
   asio::io_context io;
-  auto result = asio::co_spawn(io, [&]() -> troupe::task<std::uint64_t> {
-    auto [ec] = co_await f.j->async_write("p", one(1), {}, asio::experimental::as_tuple(asio::use_awaitable));
-    CHECK(!ec);
-    co_return co_await f.j->async_run([&] { return f.store->highest_sequence_nr("p"); });
-  }, asio::use_future);
+  auto result = asio::co_spawn(
+      io,
+      [&]() -> troupe::task<std::uint64_t> {
+        auto [ec] = co_await f.j->async_write("p", one(1), {}, asio::experimental::as_tuple(asio::use_awaitable));
+        CHECK(!ec);
+        co_return co_await f.j->async_run([&] { return f.store->highest_sequence_nr("p"); });
+      },
+      asio::use_future);
   io.run();
   CHECK(test::get(result) == 1);
 }

@@ -116,7 +116,8 @@ TEST_CASE("commands that arrive during recovery wait for it, and on_recovery_com
   CHECK(test::get(c.ask(recovered_query{}, asio::use_future)) == 5000);
 }
 
-TEST_CASE("an unknown manifest fails recovery with the persistence ID, sequence number and manifest, and the journal is untouched") {
+TEST_CASE("an unknown manifest fails recovery with the persistence ID, sequence number and manifest, and the journal "
+          "is untouched") {
   tp::memory_store store;
   REQUIRE(!store.write("c-9", {{1, "test.added", 1, "{\"n\":1}"}, {2, "test.removed", 1, "{}"}}));
   troupe::actor_system sys;
@@ -183,7 +184,9 @@ TEST_CASE("a failing replay stops the actor from starting until recovery succeed
   auto faulty = std::make_shared<troupe::testing::faulty_journal>(journal_for(store));
   faulty->fail_next_replays(2);
   troupe::actor_system sys;
-  auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::restart(5, std::chrono::seconds(10), std::chrono::milliseconds(1), std::chrono::milliseconds(1))},
+  auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::restart(
+                                                        5, std::chrono::seconds(10), std::chrono::milliseconds(1),
+                                                        std::chrono::milliseconds(1))},
                               tp::persistence_id{"c-4"}, faulty);
   CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{3, 1}); // third attempt
 }

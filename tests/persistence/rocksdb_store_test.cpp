@@ -53,7 +53,8 @@ TEST_CASE("a store of a newer format fails to open with store_format_too_new") {
   test::temp_dir dir;
   {
     tp::rocksdb_store s(dir.str());
-    REQUIRE(s.db().Put(rocksdb::WriteOptions{}, s.meta_cf(), "format", u32_be(tp::rocksdb_store::format_version + 1)).ok());
+    REQUIRE(
+        s.db().Put(rocksdb::WriteOptions{}, s.meta_cf(), "format", u32_be(tp::rocksdb_store::format_version + 1)).ok());
   }
   CHECK(open_error(dir.str()) == troupe::persistence::errc::store_format_too_new);
 }
@@ -69,7 +70,8 @@ TEST_CASE("a record with a bad checksum fails the replay with corrupt_record") {
   v.back() ^= 0x5A;
   REQUIRE(s.db().Put(rocksdb::WriteOptions{}, s.journal_cf(), key, v).ok());
   std::vector<tp::sequence_nr> seen;
-  auto ec = s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { seen.push_back(e.seq); });
+  auto ec =
+      s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { seen.push_back(e.seq); });
   CHECK(ec == troupe::persistence::errc::corrupt_record);
   CHECK(seen == std::vector<tp::sequence_nr>{1});
 }
@@ -100,8 +102,9 @@ TEST_CASE("the store's own column families exist, and each table opened is a col
     CHECK(s.open_table("alpha") == a);
     CHECK(s.open_table("beta") != a);
     for (auto* reserved : {"journal", "snapshots", "meta", "default", ""})
-      CHECK_THROWS_MATCHES(s.open_table(reserved), troupe::error,
-                           Catch::Predicate<troupe::error>([](auto& e) { return e.code() == troupe::errc::invalid_argument; }));
+      CHECK_THROWS_MATCHES(s.open_table(reserved), troupe::error, Catch::Predicate<troupe::error>([](auto& e) {
+                             return e.code() == troupe::errc::invalid_argument;
+                           }));
   }
   std::vector<std::string> names;
   REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions{}, dir.str(), &names).ok());
@@ -125,7 +128,8 @@ TEST_CASE("a table of another store, or no table, is refused and nothing is writ
   std::optional<std::string> v;
   CHECK(s1.get(tp::table{}, "k", v) == troupe::errc::invalid_argument);
   CHECK(s1.write("", {}, {tp::table_write::put(theirs, "k", "v")}) == troupe::errc::invalid_argument);
-  CHECK(s1.write("p", {{1, "m", 1, "x"}}, {tp::table_write::put(mine, "k", "v"), tp::table_write::put(tp::table{}, "k", "v")}) ==
+  CHECK(s1.write("p", {{1, "m", 1, "x"}},
+                 {tp::table_write::put(mine, "k", "v"), tp::table_write::put(tp::table{}, "k", "v")}) ==
         troupe::errc::invalid_argument);
   CHECK(s1.highest_sequence_nr("p") == 0);
   REQUIRE(!s1.get(mine, "k", v));
@@ -214,7 +218,10 @@ TEST_CASE("write_later's changes go into the next group commit, before the write
   };
   // Keys of every shape: owner-prefixed ones, and ones too short for or
   // shorter than their length prefix (outside the insert hints' domain).
-  const std::string owned = std::string("\0\3abc", 5) + "p1", short_key = "k", odd = std::string("\0\x09" "ab", 4);
+  const std::string owned = std::string("\0\3abc", 5) + "p1", short_key = "k",
+                    odd = std::string("\0\x09"
+                                      "ab",
+                                      4);
   {
     tp::rocksdb_store s(dir.str());
     t = s.open_table("bookkeeping");

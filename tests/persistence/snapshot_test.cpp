@@ -34,9 +34,7 @@ struct scaled {
   long factor = 1;
 };
 void tag_invoke(json::value_from_tag, json::value& v, const scaled& e) { v = {{"factor", e.factor}}; }
-scaled tag_invoke(json::value_to_tag<scaled>, const json::value& v) {
-  return {json::value_to<long>(v.at("factor"))};
-}
+scaled tag_invoke(json::value_to_tag<scaled>, const json::value& v) { return {json::value_to<long>(v.at("factor"))}; }
 
 // `noted` is at version 3. Version 1 was `{"text": ...}` under the manifest
 // "ledger.remark"; version 2 renamed it and added a weight.
@@ -57,7 +55,9 @@ struct noted_v2 {
   std::string text;
   int weight = 1;
 };
-void tag_invoke(json::value_from_tag, json::value& v, const noted_v2& e) { v = {{"text", e.text}, {"weight", e.weight}}; }
+void tag_invoke(json::value_from_tag, json::value& v, const noted_v2& e) {
+  v = {{"text", e.text}, {"weight", e.weight}};
+}
 noted_v2 tag_invoke(json::value_to_tag<noted_v2>, const json::value& v) {
   return {json::value_to<std::string>(v.at("text")), json::value_to<int>(v.at("weight"))};
 }
@@ -162,7 +162,8 @@ public:
   troupe::task<std::string> handle(add_marked c) {
     try {
       added e{c.n};
-      std::vector<tp::table_write> marks{tp::table_write::put(storage().open_table("marks"), c.mark, std::to_string(c.n))};
+      std::vector<tp::table_write> marks{
+          tp::table_write::put(storage().open_table("marks"), c.mark, std::to_string(c.n))};
       co_await persist_all_with(std::move(marks), e); // named: GCC 12 and temporaries in co_await
 
     } catch (const troupe::error& e) {
@@ -295,7 +296,8 @@ TEST_CASE("with the covered events deleted and no readable snapshot, recovery fa
 
 TEST_CASE("a failed snapshot load falls back to replaying the whole journal") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty =
+      std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   {
     troupe::actor_system sys;
     auto a = sys.spawn<ledger>(tp::persistence_id{"l-4"}, faulty, every(4, 2, false));
@@ -354,9 +356,10 @@ TEST_CASE("persistent actors find the journal attached to their system") {
   }
 }
 
-TEST_CASE("a rejected write leaves the state unchanged and the actor running; delayed writes keep commands serial") {
+TEST_CASE("a rejected write leaves the state unchanged and the actor running, delayed writes keep commands serial") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty =
+      std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   troupe::actor_system sys;
   auto a = sys.spawn<ledger>(tp::persistence_id{"l-8"}, faulty);
   faulty->reject_next_writes(1);
@@ -389,9 +392,9 @@ TEST_CASE("snapshot plus tail equals full replay, for random histories and polic
   std::mt19937_64 rng(seed);
   for (int run = 0; run < runs; ++run) {
     const auto n_events = std::uniform_int_distribution<int>(0, 120)(rng);
-    const auto policy = every(std::uniform_int_distribution<int>(1, 25)(rng),
-                              std::uniform_int_distribution<std::size_t>(1, 3)(rng),
-                              std::bernoulli_distribution(0.5)(rng));
+    const auto policy =
+        every(std::uniform_int_distribution<int>(1, 25)(rng), std::uniform_int_distribution<std::size_t>(1, 3)(rng),
+              std::bernoulli_distribution(0.5)(rng));
     INFO("run " << run << ": " << n_events << " events, snapshot every " << policy.snapshots.every << ", keep "
                 << policy.snapshots.keep << (policy.snapshots.delete_events ? ", deleting events" : ""));
 
@@ -450,7 +453,8 @@ TEST_CASE("snapshot plus tail equals full replay, for random histories and polic
 
 TEST_CASE("after a storage failure the instance persists nothing more, even when the handler caught it") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty =
+      std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   troupe::actor_system sys;
   auto a = sys.spawn<ledger>(tp::persistence_id{"l-10"}, faulty);
   CHECK(test::get(a.ask(try_add{1}, asio::use_future)).empty());
@@ -514,7 +518,8 @@ TEST_CASE("long recoveries apply every event in order, and fail at the exact rec
   REQUIRE(!rocks->write("long-gap", history));
   for (tp::sequence_nr s = 15'001; s <= 15'010; ++s)
     REQUIRE(rocks->db()
-                .Delete(rocksdb::WriteOptions{}, rocks->journal_cf(), tp::detail::seq_key(tp::detail::id_prefix("long-gap"), s))
+                .Delete(rocksdb::WriteOptions{}, rocks->journal_cf(),
+                        tp::detail::seq_key(tp::detail::id_prefix("long-gap"), s))
                 .ok());
   what = failure_of_recovery(std::make_shared<tp::journal_of<tp::rocksdb_store>>(rocks), "long-gap");
   CHECK(what.find("events 15001 to 15010 are missing") != std::string::npos);
@@ -522,7 +527,8 @@ TEST_CASE("long recoveries apply every event in order, and fail at the exact rec
 
 TEST_CASE("persist_all_with writes the events and the table entries together, or neither") {
   auto store = std::make_shared<tp::memory_store>();
-  auto faulty = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  auto faulty =
+      std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
   troupe::actor_system sys;
   auto a = sys.spawn<ledger>(tp::persistence_id{"l-11"}, faulty);
   add_marked first{5, "mark-1"};

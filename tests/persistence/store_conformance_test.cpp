@@ -30,8 +30,7 @@ struct rocksdb_fixture {
 
 std::vector<tp::event_record> events(tp::sequence_nr first, tp::sequence_nr last) {
   std::vector<tp::event_record> out;
-  for (auto s = first; s <= last; ++s)
-    out.push_back({s, "counter.added", 1, "{\"n\":" + std::to_string(s) + "}"});
+  for (auto s = first; s <= last; ++s) out.push_back({s, "counter.added", 1, "{\"n\":" + std::to_string(s) + "}"});
   return out;
 }
 
@@ -53,7 +52,8 @@ TEMPLATE_TEST_CASE("replay returns every event in order, with its manifest, vers
   REQUIRE(!f.store.write("p-1", events(1, 3)));
   REQUIRE(!f.store.write("p-1", events(4, 5)));
   std::vector<tp::event_record> got;
-  REQUIRE(!f.store.replay("p-1", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { got.push_back(e); }));
+  REQUIRE(
+      !f.store.replay("p-1", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { got.push_back(e); }));
   CHECK(got == events(1, 5));
 }
 
@@ -157,7 +157,8 @@ TEMPLATE_TEST_CASE("the latest snapshot is selected by sequence number and by ti
 
 TEMPLATE_TEST_CASE("snapshots are deleted one at a time or by criteria", "", memory_fixture, rocksdb_fixture) {
   TestType f;
-  for (tp::sequence_nr seq : {10, 20, 30, 40}) REQUIRE(!f.store.save_snapshot("p", {seq, std::int64_t(seq) * 100, "x"}));
+  for (tp::sequence_nr seq : {10, 20, 30, 40})
+    REQUIRE(!f.store.save_snapshot("p", {seq, std::int64_t(seq) * 100, "x"}));
   REQUIRE(!f.store.delete_snapshot("p", 40));
   std::optional<tp::snapshot_record> s;
   REQUIRE(!f.store.load_snapshot("p", {}, s));
@@ -205,7 +206,8 @@ std::vector<std::pair<std::string, std::string>> scan_all(Store& s, tp::table t,
 TEMPLATE_TEST_CASE("table changes are written atomically with events, or alone", "", memory_fixture, rocksdb_fixture) {
   TestType f;
   using tw = tp::table_write;
-  const auto first = f.store.open_table("first"), second = f.store.open_table("second"), third = f.store.open_table("third");
+  const auto first = f.store.open_table("first"), second = f.store.open_table("second"),
+             third = f.store.open_table("third");
   REQUIRE(!f.store.write("p", events(1, 2), {tw::put(first, "p:order-1", "intent")}));
   std::optional<std::string> v;
   REQUIRE(!f.store.get(first, "p:order-1", v));
@@ -215,16 +217,18 @@ TEMPLATE_TEST_CASE("table changes are written atomically with events, or alone",
   CHECK(!v);
 
   // A rejected write (a gap) changes no table either.
-  CHECK(f.store.write("p", events(4, 4), {tw::put(second, "d-1", "reply")}) == troupe::persistence::errc::sequence_mismatch);
+  CHECK(f.store.write("p", events(4, 4), {tw::put(second, "d-1", "reply")}) ==
+        troupe::persistence::errc::sequence_mismatch);
   REQUIRE(!f.store.get(second, "d-1", v));
   CHECK(!v);
   CHECK(replay(f.store, "p") == V{1, 2});
 
   // Without events (and without a persistence ID): puts, an overwrite and a delete.
-  REQUIRE(!f.store.write("", {}, {tw::put(third, "o-2", "b"), tw::put(third, "o-1", "a"),
-                                  tw::put(third, "o-3", "c"), tw::put(third, "x-1", "other")}));
-  REQUIRE(!f.store.write("", {}, {tw::put(third, "o-2", "b2"), tw::erase(third, "o-3"),
-                                  tw::erase(third, "never-there")}));
+  REQUIRE(!f.store.write("", {},
+                         {tw::put(third, "o-2", "b"), tw::put(third, "o-1", "a"), tw::put(third, "o-3", "c"),
+                          tw::put(third, "x-1", "other")}));
+  REQUIRE(
+      !f.store.write("", {}, {tw::put(third, "o-2", "b2"), tw::erase(third, "o-3"), tw::erase(third, "never-there")}));
   using KV = std::vector<std::pair<std::string, std::string>>;
   CHECK(scan_all(f.store, third, "o-") == KV{{"o-1", "a"}, {"o-2", "b2"}});
   CHECK(scan_all(f.store, third, "") == KV{{"o-1", "a"}, {"o-2", "b2"}, {"x-1", "other"}});

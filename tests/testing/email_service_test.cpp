@@ -10,7 +10,8 @@ namespace te = troupe::effects;
 namespace {
 /// Options built field by field (GCC 12 warns about designated initializers
 /// that leave out members with default initializers).
-tt::simulator_options options(bool honours_keys, tt::gateway_faults faults = {}, std::string path = {}, bool sync = true) {
+tt::simulator_options options(bool honours_keys, tt::gateway_faults faults = {}, std::string path = {},
+                              bool sync = true) {
   tt::simulator_options o;
   o.honours_keys = honours_keys;
   o.faults = faults;
@@ -38,7 +39,7 @@ TEST_CASE("the mail service sends a message ID once, however often it is asked")
   CHECK(naive.deliveries("m-1") == 2);
 }
 
-TEST_CASE("a lost answer still sends; a 503 does not; the adapter resends safely") {
+TEST_CASE("a lost answer still sends, a 503 does not, the adapter resends safely") {
   tt::email_service lost(options(true, faults(0, 1)));
   CHECK(lost.send("m", "x") == tt::email_service::reply::no_response);
   CHECK(lost.deliveries("m") == 1);

@@ -12,8 +12,8 @@ namespace tp = troupe::persistence;
 namespace {
 struct fixture {
   std::shared_ptr<tp::memory_store> store = std::make_shared<tp::memory_store>();
-  std::shared_ptr<troupe::testing::faulty_journal> j = std::make_shared<troupe::testing::faulty_journal>(
-      std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  std::shared_ptr<troupe::testing::faulty_journal> j =
+      std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
 
   std::error_code write(tp::sequence_nr seq) {
     std::promise<std::error_code> p;

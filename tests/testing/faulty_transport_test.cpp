@@ -22,18 +22,22 @@ struct fixture {
   std::shared_ptr<td::local_transport> inner = std::make_shared<td::local_transport>();
   std::shared_ptr<counter> end = std::make_shared<counter>();
   std::shared_ptr<tt::faulty_transport> net;
-  explicit fixture(std::uint64_t seed = 1) : net(std::make_shared<tt::faulty_transport>(inner, sys.get_executor(), seed)) {
+  explicit fixture(std::uint64_t seed = 1)
+      : net(std::make_shared<tt::faulty_transport>(inner, sys.get_executor(), seed)) {
     net->bind("r", end);
   }
   void send(int n) {
-    for (int i = 0; i < n; ++i) net->send(td::message{"r", "s", td::delivery_id("d" + std::to_string(i)), "m", 1, "{}"});
+    for (int i = 0; i < n; ++i)
+      net->send(td::message{"r", "s", td::delivery_id("d" + std::to_string(i)), "m", 1, "{}"});
   }
   template <class P>
   bool eventually(P pred) {
     const auto stop = std::chrono::steady_clock::now() + test::deadline;
     while (!pred())
-      if (std::chrono::steady_clock::now() > stop) return false;
-      else std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > stop)
+        return false;
+      else
+        std::this_thread::yield();
     return true;
   }
 };
@@ -47,7 +51,7 @@ TEST_CASE("without faults everything arrives at once, exactly once") {
   CHECK(f.net->message_counts().dropped == 0);
 }
 
-TEST_CASE("drops lose messages, duplicates send them twice, delays hold them back; the counts say which") {
+TEST_CASE("drops lose messages, duplicates send them twice, delays hold them back, the counts say which") {
   fixture f;
   f.net->set_message_faults({.drop = 1});
   f.send(50);

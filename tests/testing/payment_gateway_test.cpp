@@ -14,7 +14,8 @@ namespace te = troupe::effects;
 namespace {
 /// Options built field by field (GCC 12 warns about designated initializers
 /// that leave out members with default initializers).
-tt::simulator_options options(bool honours_keys, tt::gateway_faults faults = {}, std::string path = {}, bool sync = true) {
+tt::simulator_options options(bool honours_keys, tt::gateway_faults faults = {}, std::string path = {},
+                              bool sync = true) {
   tt::simulator_options o;
   o.honours_keys = honours_keys;
   o.faults = faults;
@@ -41,7 +42,7 @@ T run(troupe::task<T> t) {
 }
 } // namespace
 
-TEST_CASE("a gateway that honours keys charges once per key; one that does not charges every time") {
+TEST_CASE("a gateway that honours keys charges once per key, one that does not charges every time") {
   tt::payment_gateway dedup;
   CHECK(dedup.charge("k", 10).what == tt::payment_gateway::reply::charged);
   auto again = dedup.charge("k", 10);
@@ -66,7 +67,7 @@ TEST_CASE("a query tells charged, declined and never seen apart") {
   CHECK(g.charges("declined") == 0);
 }
 
-TEST_CASE("a lost response still charges; a 503 does not") {
+TEST_CASE("a lost response still charges, a 503 does not") {
   tt::payment_gateway lost(options(true, faults(0, 1)));
   CHECK(lost.charge("k", 1).what == tt::payment_gateway::reply::no_response);
   CHECK(lost.charges("k") == 1);

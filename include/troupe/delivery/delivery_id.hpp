@@ -43,7 +43,8 @@ public:
   /// `order-42#17` or `order-42#17.2`. Deterministic: the event's sequence
   /// number never changes, so neither does the ID.
   static delivery_id derived(std::string_view sender_pid, std::uint64_t seq, unsigned index = 0) {
-    if (sender_pid.empty()) throw error(troupe::errc::invalid_argument, "delivery_id::derived: the persistence ID is empty");
+    if (sender_pid.empty())
+      throw error(troupe::errc::invalid_argument, "delivery_id::derived: the persistence ID is empty");
     std::string out(sender_pid);
     out += '#';
     out += std::to_string(seq);
@@ -59,8 +60,8 @@ public:
   explicit delivery_id(std::string value) : value_(std::move(value)) {
     if (value_.empty()) throw error(troupe::errc::invalid_argument, "a delivery ID must not be empty");
     if (value_.size() > max_size)
-      throw error(troupe::errc::invalid_argument, "a delivery ID has at most " + std::to_string(max_size) + " bytes; got " +
-                                              std::to_string(value_.size()));
+      throw error(troupe::errc::invalid_argument, "a delivery ID has at most " + std::to_string(max_size) +
+                                                      " bytes; got " + std::to_string(value_.size()));
   }
 
   const std::string& str() const noexcept { return value_; }

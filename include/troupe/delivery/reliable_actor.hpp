@@ -270,7 +270,8 @@ private:
     if (!t)
       throw error(troupe::errc::invalid_argument,
                   "the actor system has no delivery transport: call troupe::delivery::set_transport(system) before "
-                  "spawning " + std::string(troupe::detail::type_name<Derived>()));
+                  "spawning " +
+                      std::string(troupe::detail::type_name<Derived>()));
     return t;
   }
 
@@ -302,7 +303,7 @@ private:
   }
 
   template <class... M>
-  void select(accepts<M...>, const message& m, task<> (reliable_actor::*&f)(message&)) {
+  void select(accepts<M...>, const message& m, task<> (reliable_actor::*& f)(message&)) {
     (void)((m.manifest == M::manifest && m.version == persistence::version_of<M>()
                 ? (f = &reliable_actor::receive_as<M>, true)
                 : false) ||
@@ -329,7 +330,8 @@ private:
     try {
       using R = reply_type_t<Derived, delivery<M>>;
       auto& self = static_cast<Derived&>(*this);
-      auto run = troupe::detail::call_or_await([&self, &d] { return troupe::detail::invoke_handle(self, std::move(d)); });
+      auto run =
+          troupe::detail::call_or_await([&self, &d] { return troupe::detail::invoke_handle(self, std::move(d)); });
       if constexpr (std::is_void_v<R>) {
         co_await std::move(run);
       } else {
@@ -342,8 +344,8 @@ private:
     }
     detail::dedup_marks::mark mk{reply, troupe::detail::now_ms()};
     std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::put(tables_.dedup, dedup_key(m.id.str()),
-                                                   detail::encode_mark(mk.time_ms, reply)));
+    tables.push_back(
+        persistence::table_write::put(tables_.dedup, dedup_key(m.id.str()), detail::encode_mark(mk.time_ms, reply)));
     co_await this->commit_batch(std::move(tables));
     ++processed_;
     marks_.add(m.id.str(), std::move(mk));

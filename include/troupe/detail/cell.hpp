@@ -71,8 +71,8 @@ public:
       e->reject(stopped_error());
       e->dispose();
     } else if (capacity_ && !reserve()) {
-      e->reject(std::make_exception_ptr(error(errc::mailbox_full, "mailbox of " +
-                                                                      std::string(type_name<T>()) + " is full")));
+      e->reject(
+          std::make_exception_ptr(error(errc::mailbox_full, "mailbox of " + std::string(type_name<T>()) + " is full")));
       e->dispose();
     } else {
       (void)push(e);
@@ -131,12 +131,12 @@ public:
 
   template <class M>
   std::uint64_t add_timer(std::chrono::nanoseconds delay, std::chrono::nanoseconds period, M msg) {
-    return extras().timers.add(executor(), delay, period,
-                               [this, proto = std::move(msg)](asio::steady_timer& timer, std::uint64_t id) {
-                                 timer.async_wait([self = cell_ptr<cell>(this), id, m = proto](std::error_code ec) mutable {
-                                   if (!ec) self->enqueue_system(new timer_envelope<T, M>(id, std::move(m)));
-                                 });
-                               });
+    return extras().timers.add(
+        executor(), delay, period, [this, proto = std::move(msg)](asio::steady_timer& timer, std::uint64_t id) {
+          timer.async_wait([self = cell_ptr<cell>(this), id, m = proto](std::error_code ec) mutable {
+            if (!ec) self->enqueue_system(new timer_envelope<T, M>(id, std::move(m)));
+          });
+        });
   }
 
   bool cancel_timer(std::uint64_t id) noexcept {
@@ -287,8 +287,7 @@ private:
       return {};
     case inbox::push_result::closed: break;
     }
-    if (e->reject(stopped_error()))
-      sys_->dead_letters.fetch_add(1, std::memory_order_relaxed);
+    if (e->reject(stopped_error())) sys_->dead_letters.fetch_add(1, std::memory_order_relaxed);
     e->dispose();
     return errc::actor_stopped;
   }
@@ -366,8 +365,7 @@ private:
       if constexpr (has_on_stop<T>) {
         try {
           instance_->on_stop();
-        } catch (...) {
-        }
+        } catch (...) {}
       }
       instance_.reset();
     }
@@ -401,8 +399,8 @@ public:
       std::apply([this](const Args&... a) { emplace(a...); }, args_);
     } else {
       if (!first)
-        throw error(errc::invalid_argument, "cannot restart " + std::string(type_name<T>()) +
-                                                ": its spawn arguments are not copyable");
+        throw error(errc::invalid_argument,
+                    "cannot restart " + std::string(type_name<T>()) + ": its spawn arguments are not copyable");
       std::apply([this](Args&... a) { emplace(std::move(a)...); }, args_);
     }
   }

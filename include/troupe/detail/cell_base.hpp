@@ -112,8 +112,10 @@ protected:
     system_state& s = *sys_;
     {
       std::lock_guard g(s.mutex);
-      if (reg_prev) reg_prev->reg_next = reg_next;
-      else s.first = reg_next;
+      if (reg_prev)
+        reg_prev->reg_next = reg_next;
+      else
+        s.first = reg_next;
       if (reg_next) reg_next->reg_prev = reg_prev;
       if (--s.live == 0) s.all_stopped.notify_all();
     }

@@ -137,10 +137,9 @@ struct ask_envelope final : envelope<T> {
     timer->async_wait([this, timeout](std::error_code ec) {
       if (!ec) {
         complete(std::make_exception_ptr(error(
-            errc::timeout, "ask of " + std::string(type_name<M>()) + " to " + std::string(type_name<T>()) +
-                               " got no reply within " +
-                               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()) +
-                               " us")));
+            errc::timeout,
+            "ask of " + std::string(type_name<M>()) + " to " + std::string(type_name<T>()) + " got no reply within " +
+                std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()) + " us")));
       }
       dispose();
     });

@@ -24,7 +24,8 @@ public:
   }
 
   std::error_condition default_error_condition(int value) const noexcept override {
-    if (const std::optional<std::errc> c = Traits::condition(static_cast<E>(value))) return std::make_error_condition(*c);
+    if (const std::optional<std::errc> c = Traits::condition(static_cast<E>(value)))
+      return std::make_error_condition(*c);
     return {value, *this};
   }
 

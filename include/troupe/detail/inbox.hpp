@@ -26,8 +26,7 @@ class inbox {
 public:
   enum class push_result : std::uint8_t { queued, unblocked, closed };
 
-  explicit inbox(bool start_blocked) noexcept
-      : head_(start_blocked ? blocked_tag() : nullptr) {}
+  explicit inbox(bool start_blocked) noexcept : head_(start_blocked ? blocked_tag() : nullptr) {}
 
   inbox(const inbox&) = delete;
   inbox& operator=(const inbox&) = delete;
@@ -53,8 +52,7 @@ public:
   /// false means new messages arrived and the consumer must go on.
   bool try_block() noexcept {
     envelope_base* expected = nullptr;
-    return head_.compare_exchange_strong(expected, blocked_tag(), std::memory_order_acq_rel,
-                                         std::memory_order_relaxed);
+    return head_.compare_exchange_strong(expected, blocked_tag(), std::memory_order_acq_rel, std::memory_order_relaxed);
   }
 
   /// Consumer only (or when no consumer can run). Closes the inbox and returns
@@ -67,15 +65,9 @@ public:
   bool closed() const noexcept { return head_.load(std::memory_order_acquire) == closed_tag(); }
 
 private:
-  static envelope_base* blocked_tag() noexcept {
-    return reinterpret_cast<envelope_base*>(std::uintptr_t{1});
-  }
-  static envelope_base* closed_tag() noexcept {
-    return reinterpret_cast<envelope_base*>(std::uintptr_t{2});
-  }
-  static bool is_tag(envelope_base* e) noexcept {
-    return e == nullptr || e == blocked_tag() || e == closed_tag();
-  }
+  static envelope_base* blocked_tag() noexcept { return reinterpret_cast<envelope_base*>(std::uintptr_t{1}); }
+  static envelope_base* closed_tag() noexcept { return reinterpret_cast<envelope_base*>(std::uintptr_t{2}); }
+  static bool is_tag(envelope_base* e) noexcept { return e == nullptr || e == blocked_tag() || e == closed_tag(); }
   static envelope_base* reverse(envelope_base* h) noexcept {
     envelope_base* out = nullptr;
     while (h) {

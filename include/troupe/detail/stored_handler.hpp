@@ -26,8 +26,7 @@ class stored_handler {
 public:
   using executor_type = asio::associated_executor_t<Handler>;
 
-  explicit stored_handler(Handler&& h)
-      : work_(asio::get_associated_executor(h)), handler_(std::move(h)) {}
+  explicit stored_handler(Handler&& h) : work_(asio::get_associated_executor(h)), handler_(std::move(h)) {}
 
   /// Completes inline when already running on the handler's executor (used
   /// when the operation finishes later, on another actor's thread).
@@ -40,9 +39,8 @@ public:
   void dispatch(Args&&... args) {
     auto ex = work_->get_executor();
     post_counter::guard counted(posts_in_flight);
-    asio::dispatch(ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable {
-      std::move(h)(std::move(a)...);
-    });
+    asio::dispatch(
+        ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable { std::move(h)(std::move(a)...); });
     work_.reset();
   }
 
@@ -52,9 +50,8 @@ public:
   void post(Args&&... args) {
     auto ex = work_->get_executor();
     post_counter::guard counted(posts_in_flight);
-    asio::post(ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable {
-      std::move(h)(std::move(a)...);
-    });
+    asio::post(
+        ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable { std::move(h)(std::move(a)...); });
     work_.reset();
   }
 

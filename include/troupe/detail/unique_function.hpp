@@ -17,8 +17,7 @@ public:
   unique_function() = default;
 
   template <class F>
-    requires(!std::is_same_v<std::decay_t<F>, unique_function> &&
-             std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
+    requires(!std::is_same_v<std::decay_t<F>, unique_function> && std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
   unique_function(F&& f) : impl_(std::make_unique<model<std::decay_t<F>>>(std::forward<F>(f))) {}
 
   explicit operator bool() const noexcept { return impl_ != nullptr; }

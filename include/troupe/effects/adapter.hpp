@@ -88,9 +88,8 @@ struct query_result {
 
 namespace detail {
 template <class X, class R>
-concept yields = std::same_as<X, R> ||
-                 (troupe::detail::awaitable_traits<X>::is_awaitable &&
-                  std::same_as<typename troupe::detail::awaitable_traits<X>::value_type, R>);
+concept yields = std::same_as<X, R> || (troupe::detail::awaitable_traits<X>::is_awaitable &&
+                                        std::same_as<typename troupe::detail::awaitable_traits<X>::value_type, R>);
 } // namespace detail
 
 /// An adapter performs one type of effect: `execute(op)` returns an
@@ -141,8 +140,9 @@ public:
     if (type.empty()) throw error(troupe::errc::invalid_argument, "adapters::add: the effect type is empty");
     if (!a) throw error(troupe::errc::invalid_argument, "adapters::add: the adapter for '" + type + "' is null");
     if (!policy.valid())
-      throw error(troupe::errc::invalid_argument, "adapters::add: the retry policy for '" + type +
-                                                      "' needs max_attempts >= 1 and 0 < initial_backoff <= max_backoff");
+      throw error(troupe::errc::invalid_argument,
+                  "adapters::add: the retry policy for '" + type +
+                      "' needs max_attempts >= 1 and 0 < initial_backoff <= max_backoff");
     detail::erased_adapter e;
     e.policy = std::move(policy);
     e.can_query = queryable_adapter<A>;

@@ -135,16 +135,12 @@ public:
         add_open(std::move(r));
         break;
       }
-      case effect_status::completed:
-        expire_later(r);
-        break;
+      case effect_status::completed: expire_later(r); break;
       case effect_status::failed:
         expire_later(r);
         stuck_[id] = std::move(r);
         break;
-      default:
-        stuck_[id] = std::move(r);
-        break;
+      default: stuck_[id] = std::move(r); break;
       }
     }
     auto& ctx = this->actor_context();
@@ -292,7 +288,8 @@ private:
   }
 
   void expire_later(const detail::record& r) {
-    const auto keep = r.info.status == effect_status::completed ? options_.retention.completed : options_.retention.failed;
+    const auto keep =
+        r.info.status == effect_status::completed ? options_.retention.completed : options_.retention.failed;
     const auto at = keep == std::chrono::milliseconds::max() ? INT64_MAX : r.info.finished_ms + keep.count();
     expiry_.emplace(at, r.info.id);
   }
@@ -386,7 +383,7 @@ private:
   std::unordered_map<std::string, slot> open_;         // pending
   std::set<std::pair<std::int64_t, std::string>> due_; // pending, not running, by due time
   std::unordered_set<std::string> first_;              // in doubt at start: resolved first
-  std::map<std::string, detail::record> stuck_;         // failed and unknown
+  std::map<std::string, detail::record> stuck_;        // failed and unknown
   std::multimap<std::int64_t, std::string> expiry_;    // completed and failed, by removal time
   std::size_t in_flight_ = 0;
   dispatcher_stats stats_;

@@ -97,8 +97,8 @@ protected:
       throw error(troupe::errc::invalid_argument, "start_effect in " + this->pid() + ": the operation ID is empty");
     if (id.size() > max_operation_id)
       throw error(troupe::errc::invalid_argument, "start_effect in " + this->pid() + ": operation ID of " +
-                                              std::to_string(id.size()) + " bytes; at most " +
-                                              std::to_string(max_operation_id));
+                                                      std::to_string(id.size()) + " bytes; at most " +
+                                                      std::to_string(max_operation_id));
     if (table_of(this->state()).status(id) != effect_status::not_requested) co_return false;
     detail::record r;
     r.info.id = id;
@@ -118,7 +118,8 @@ protected:
     co_await this->persist_all_with(std::move(tables), std::move(cause)..., std::move(requested));
     this->after_commit([sys = &this->actor_context().system(), r = std::move(r)]() mutable {
       // Without a dispatcher in this system, the record waits in the outbox.
-      if (auto d = sys->template extension<detail::dispatcher_slot>()) (void)d->ref.tell(detail::enqueued{std::move(r)});
+      if (auto d = sys->template extension<detail::dispatcher_slot>())
+        (void)d->ref.tell(detail::enqueued{std::move(r)});
     });
     co_return true;
   }
@@ -131,8 +132,10 @@ private:
 
   template <class S>
   static auto& table_of(S& s) {
-    static_assert(requires { { s.effects } -> std::convertible_to<const effect_table&>; },
-                  "troupe: the state of an effectful_actor needs a member `troupe::effects::effect_table effects;`");
+    static_assert(
+        requires {
+          { s.effects } -> std::convertible_to<const effect_table&>;
+        }, "troupe: the state of an effectful_actor needs a member `troupe::effects::effect_table effects;`");
     return s.effects;
   }
 };

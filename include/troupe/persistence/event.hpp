@@ -63,9 +63,9 @@ constexpr std::uint32_t version_of() {
 /// };
 /// \endcode
 template <class E>
-concept upcastable = requires { typename E::previous; } && event<typename E::previous> &&
-                     requires(typename E::previous p) {
-                       { E::upcast(std::move(p)) } -> std::same_as<E>;
-                     };
+concept upcastable =
+    requires { typename E::previous; } && event<typename E::previous> && requires(typename E::previous p) {
+      { E::upcast(std::move(p)) } -> std::same_as<E>;
+    };
 
 } // namespace troupe::persistence

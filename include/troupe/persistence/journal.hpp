@@ -122,9 +122,8 @@ public:
     return asio::async_initiate<Token, void(std::error_code)>(
         [this](auto handler, std::string pid, std::vector<event_record> events, std::vector<table_write> tables) {
           write(std::move(pid), std::move(events), std::move(tables),
-                [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](std::error_code ec) mutable {
-                  h.post(ec);
-                });
+                [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](
+                    std::error_code ec) mutable { h.post(ec); });
         },
         token, std::move(pid), std::move(events), std::move(tables));
   }

@@ -39,7 +39,9 @@ public:
   /// Appends `events` atomically (all or none). Their sequence numbers must
   /// continue the ID's highest one without a gap: otherwise
   /// `errc::sequence_mismatch` and nothing is written.
-  std::error_code write(std::string_view pid, const std::vector<event_record>& events) { return write(pid, events, {}); }
+  std::error_code write(std::string_view pid, const std::vector<event_record>& events) {
+    return write(pid, events, {});
+  }
 
   /// Appends `events` and applies `tables`, atomically. With no events, the
   /// persistence ID may be empty.
@@ -90,7 +92,8 @@ public:
     {
       std::lock_guard g(mutex_);
       auto& m = data_[slot];
-      for (auto it = m.lower_bound(prefix); it != m.end() && it->first.starts_with(prefix); ++it) found.emplace_back(*it);
+      for (auto it = m.lower_bound(prefix); it != m.end() && it->first.starts_with(prefix); ++it)
+        found.emplace_back(*it);
     }
     for (auto& [k, v] : found)
       if (!f(std::string_view(k), std::string_view(v))) break;

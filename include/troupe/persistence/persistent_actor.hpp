@@ -94,8 +94,7 @@ public:
   persistent_actor(persistence_id id, std::shared_ptr<journal> j, persistence_options options = {})
       : id_(std::move(id.value)), journal_(std::move(j)), options_(options) {
     if (id_.empty()) throw error(troupe::errc::invalid_argument, "persistence ID must not be empty");
-    if (!journal_)
-      throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": the journal is null");
+    if (!journal_) throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": the journal is null");
     if (options_.snapshots.every != 0) {
       if (options_.snapshots.keep == 0)
         throw error(troupe::errc::invalid_argument,
@@ -175,8 +174,7 @@ protected:
   /// handler sees its own events) and written later, all in one atomic
   /// write, and `after_commit` actions wait for that write.
   void begin_batch() {
-    if (batch_)
-      throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": a batch is already open");
+    if (batch_) throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": a batch is already open");
     batch_.emplace();
     batch_->start = seq_;
   }
@@ -275,14 +273,15 @@ private:
     if (!j)
       throw error(troupe::errc::invalid_argument,
                   "the actor system has no journal: call troupe::persistence::set_journal(system, journal) "
-                  "before spawning " + std::string(troupe::detail::type_name<Derived>()));
+                  "before spawning " +
+                      std::string(troupe::detail::type_name<Derived>()));
     return j;
   }
 
   void refuse_if_failed() const {
     if (failed_)
-      throw error(errc::storage_failure, "persisting to " + id_ +
-                                             " refused: an earlier write failed; the actor must restart and recover");
+      throw error(errc::storage_failure,
+                  "persisting to " + id_ + " refused: an earlier write failed; the actor must restart and recover");
   }
 
   template <class E>

@@ -91,8 +91,8 @@ public:
     auto st = rocksdb::DB::Open(db_options, path, cfs, &handles, &db);
     if (!st.ok()) {
       if (st.IsIOError() && st.ToString().find("lock") != std::string::npos)
-        throw error(errc::store_locked, "cannot open store " + path + ": locked by another process (" +
-                                            st.ToString() + ")");
+        throw error(errc::store_locked,
+                    "cannot open store " + path + ": locked by another process (" + st.ToString() + ")");
       throw error(errc::storage_failure, "cannot open store " + path + ": " + st.ToString());
     }
     db_.reset(db);
@@ -165,9 +165,8 @@ public:
     return asio::async_initiate<Token, void(std::error_code)>(
         [this](auto handler, std::string pid, std::vector<event_record> events) {
           submit(std::move(pid), std::move(events), {},
-                 [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](std::error_code ec) mutable {
-                   h.dispatch(ec);
-                 });
+                 [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](
+                     std::error_code ec) mutable { h.dispatch(ec); });
         },
         token, std::move(pid), std::move(events));
   }
@@ -191,7 +190,8 @@ public:
   /// this store.
   void write_later(std::vector<table_write> tables) {
     for (auto& w : tables)
-      if (!layout_.table_cf(w.table)) throw error(troupe::errc::invalid_argument, "write_later: not a table of this store");
+      if (!layout_.table_cf(w.table))
+        throw error(troupe::errc::invalid_argument, "write_later: not a table of this store");
     writer_->later(std::move(tables));
   }
 

@@ -30,7 +30,8 @@ class email_service {
 public:
   enum class reply { sent, server_error, no_response };
 
-  explicit email_service(simulator_options o = {}) : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync) {}
+  explicit email_service(simulator_options o = {})
+      : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync) {}
 
   reply send(const std::string& message_id, const std::string& to) {
     std::lock_guard g(m_);

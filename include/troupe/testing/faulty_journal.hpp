@@ -17,11 +17,11 @@
 
 namespace troupe::testing {
 
+using persistence::event_record;
 using persistence::journal;
 using persistence::sequence_nr;
 using persistence::snapshot_criteria;
 using persistence::snapshot_record;
-using persistence::event_record;
 using persistence::table;
 using persistence::table_write;
 

@@ -92,17 +92,23 @@ public:
 
   void bind(const std::string& name, std::shared_ptr<endpoint> e) override { inner_->bind(name, std::move(e)); }
   void unbind(const std::string& name, const endpoint* e) override { inner_->unbind(name, e); }
-  void send(message m) override { route(std::move(m), &faulty_transport::messages_, &faulty_transport::message_counts_); }
-  void send(acknowledgement a) override { route(std::move(a), &faulty_transport::acks_, &faulty_transport::ack_counts_); }
+  void send(message m) override {
+    route(std::move(m), &faulty_transport::messages_, &faulty_transport::message_counts_);
+  }
+  void send(acknowledgement a) override {
+    route(std::move(a), &faulty_transport::acks_, &faulty_transport::ack_counts_);
+  }
 
 private:
   using ms = std::chrono::milliseconds;
 
   static void check(const fault_rates& r) {
     for (double p : {r.drop, r.duplicate, r.reorder, r.delay})
-      if (!(p >= 0 && p <= 1)) throw error(troupe::errc::invalid_argument, "faulty_transport: a probability is outside [0, 1]");
+      if (!(p >= 0 && p <= 1))
+        throw error(troupe::errc::invalid_argument, "faulty_transport: a probability is outside [0, 1]");
     if (r.reorder_window.count() < 1 || r.max_delay.count() < 1)
-      throw error(troupe::errc::invalid_argument, "faulty_transport: reorder_window and max_delay must be at least 1 ms");
+      throw error(troupe::errc::invalid_argument,
+                  "faulty_transport: reorder_window and max_delay must be at least 1 ms");
   }
 
   template <class T>

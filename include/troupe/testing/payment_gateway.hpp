@@ -50,7 +50,8 @@ public:
 
   static constexpr std::chrono::milliseconds never{std::chrono::hours(1)};
 
-  explicit payment_gateway(simulator_options o = {}) : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync) {}
+  explicit payment_gateway(simulator_options o = {})
+      : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync) {}
 
   answer charge(const std::string& key, long amount) {
     std::lock_guard g(m_);
@@ -167,14 +168,16 @@ inline task<> wait_for(std::chrono::milliseconds d) {
 /// is resolved by asking.
 class payment_adapter {
 public:
-  explicit payment_adapter(std::shared_ptr<payment_gateway> g, std::chrono::milliseconds timeout = std::chrono::milliseconds(100))
+  explicit payment_adapter(std::shared_ptr<payment_gateway> g,
+                           std::chrono::milliseconds timeout = std::chrono::milliseconds(100))
       : gateway_(std::move(g)), timeout_(timeout) {}
 
   task<effects::outcome> execute(const effects::operation& op) {
     const auto c = op.request_as<charge>();
     const auto a = gateway_->charge(op.id, c.amount);
     co_await detail::wait_for(std::min(a.latency, timeout_));
-    if (a.latency > timeout_) co_return effects::outcome::unknown("no answer within " + std::to_string(timeout_.count()) + " ms");
+    if (a.latency > timeout_)
+      co_return effects::outcome::unknown("no answer within " + std::to_string(timeout_.count()) + " ms");
     switch (a.what) {
     case payment_gateway::reply::charged: co_return effects::outcome::completed(a.payment_id);
     case payment_gateway::reply::declined: co_return effects::outcome::failed("declined", true);

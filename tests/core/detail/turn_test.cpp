@@ -64,12 +64,13 @@ TEST_CASE("two actors woken by one turn are both posted as continuations") {
 TEST_CASE("past max_pending held actors the oldest goes to the shared queue at once") {
   system_fixture f;
   std::vector<std::unique_ptr<fake_cell>> woken;
-  for (std::uint32_t i = 0; i <= d::turn_state::max_pending; ++i) woken.push_back(std::make_unique<fake_cell>(*f.state));
+  for (std::uint32_t i = 0; i <= d::turn_state::max_pending; ++i)
+    woken.push_back(std::make_unique<fake_cell>(*f.state));
   fake_cell a(*f.state);
   a.on_turn = [&] {
     for (auto& w : woken) d::this_turn.hold(w.get());
-    CHECK(woken[0]->posts == 1);          // went at once,
-    CHECK(woken[0]->continuations == 0);  // to the shared queue
+    CHECK(woken[0]->posts == 1);         // went at once,
+    CHECK(woken[0]->continuations == 0); // to the shared queue
   };
   d::run_turns(&a);
   for (std::size_t i = 1; i < woken.size(); ++i) CHECK(woken[i]->continuations == 1);

@@ -45,8 +45,9 @@ TEST_CASE("a truncated or foreign value is corrupt_record") {
   auto v = d::encode_outgoing(o);
   std::optional<std::string> reply;
   for (auto bad : {v.substr(0, 10), std::string("\x02") + v.substr(1), std::string()}) {
-    CHECK_THROWS_MATCHES(d::decode_outgoing("id", bad), troupe::error,
-                         Catch::Predicate<troupe::error>([](auto& e) { return e.code() == troupe::delivery::errc::corrupt_record; }));
+    CHECK_THROWS_MATCHES(d::decode_outgoing("id", bad), troupe::error, Catch::Predicate<troupe::error>([](auto& e) {
+                           return e.code() == troupe::delivery::errc::corrupt_record;
+                         }));
   }
   CHECK_THROWS_AS(d::decode_mark("\x01\x00", reply), troupe::error);
 }

@@ -95,7 +95,8 @@ struct fixture {
 
   std::size_t records(char kind) {
     std::size_t n = 0;
-    REQUIRE_FALSE(store->scan(tables.deliveries, td::detail::key_prefix("shop") + kind, [&](auto, auto) { return ++n, true; }));
+    REQUIRE_FALSE(
+        store->scan(tables.deliveries, td::detail::key_prefix("shop") + kind, [&](auto, auto) { return ++n, true; }));
     return n;
   }
 };
@@ -112,10 +113,12 @@ td::redelivery_policy slow() {
 
 } // namespace
 
-TEST_CASE("recovered deliveries are sent at once; an acknowledgement forgets one and removes its record later") {
+TEST_CASE("recovered deliveries are sent at once, an acknowledgement forgets one and removes its record later") {
   fixture f;
-  REQUIRE_FALSE(f.store->write("", {}, {tp::table_write::put(f.tables.deliveries, td::detail::key(td::detail::key_prefix("shop"), 'p', "a"),
-                                                             td::detail::encode_outgoing(out("a")))}));
+  REQUIRE_FALSE(f.store->write(
+      "", {},
+      {tp::table_write::put(f.tables.deliveries, td::detail::key(td::detail::key_prefix("shop"), 'p', "a"),
+                            td::detail::encode_outgoing(out("a")))}));
   auto t = f.tracker(slow());
   t->start({out("a"), out("b")});
   auto sent = f.s->sent_now();
@@ -143,7 +146,8 @@ TEST_CASE("an unconfirmed delivery is sent again with the same ID, warned about,
   auto t = f.tracker(p);
   t->start({});
   REQUIRE(t->try_reserve(1));
-  REQUIRE_FALSE(f.store->write("", {}, {tp::table_write::put(f.tables.deliveries, t->pending_key("d"), td::detail::encode_outgoing(out("d")))}));
+  REQUIRE_FALSE(f.store->write(
+      "", {}, {tp::table_write::put(f.tables.deliveries, t->pending_key("d"), td::detail::encode_outgoing(out("d")))}));
   t->add_reserved(out("d"));
   REQUIRE(f.eventually([&] { return t->stats().dead_lettered == 1; }));
   auto sent = f.s->sent_now();
@@ -159,7 +163,7 @@ TEST_CASE("an unconfirmed delivery is sent again with the same ID, warned about,
   t->close();
 }
 
-TEST_CASE("room under max_unconfirmed is reserved; a waiter is released by a confirmation, or by the close") {
+TEST_CASE("room under max_unconfirmed is reserved, a waiter is released by a confirmation, or by the close") {
   fixture f;
   auto p = slow();
   p.max_unconfirmed = 2;

@@ -122,7 +122,7 @@ TEST_CASE("a query settles an effect in doubt: completed, or not found and execu
   CHECK(p.threshold);
 }
 
-TEST_CASE("a record that is gone, stale or whose mark failed is not written; no adapter fails the effect") {
+TEST_CASE("a record that is gone, stale or whose mark failed is not written, no adapter fails the effect") {
   auto a = adapter(true, false);
   d::result r;
   r.rec.info.id = "op";

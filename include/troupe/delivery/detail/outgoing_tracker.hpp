@@ -195,7 +195,8 @@ public:
     tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(a.id.str())));
     journal_->write_later(std::move(tables));
     for (auto& w : ws) w({});
-    if constexpr (handles<Actor, confirmed>) (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
+    if constexpr (handles<Actor, confirmed>)
+      (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
   }
 
   delivery_stats stats() const {
@@ -322,7 +323,8 @@ private:
     const auto since = troupe::detail::now_ms();
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(o.id)));
-    tables.push_back(persistence::table_write::put(tables_.deliveries, dead_key(o.id), encode_outgoing(o, attempts, since)));
+    tables.push_back(
+        persistence::table_write::put(tables_.deliveries, dead_key(o.id), encode_outgoing(o, attempts, since)));
     journal_->write({}, {}, std::move(tables),
                     [self = this->shared_from_this(), o = std::move(o), attempts, since](std::error_code ec) mutable {
                       self->buried(std::move(o), attempts, since, ec);
@@ -364,7 +366,7 @@ private:
   std::optional<asio::steady_timer> timer_;
   std::minstd_rand rng_;
   std::unordered_map<std::string, entry> pending_;
-  schedule_map schedule_; // pending deliveries by the time they are due again
+  schedule_map schedule_;                    // pending deliveries by the time they are due again
   std::unordered_set<std::uint64_t> queued_; // received (sender, ID) (queue_key), waiting in the mailbox
   std::size_t reserved_ = 0;
   std::vector<waiter> waiters_;

@@ -76,9 +76,7 @@ inline plan decide(const result& res, const erased_adapter* a, std::int64_t now)
     p.write = false;
     p.drop = true;
     return p;
-  case what::stale:
-    p.write = false;
-    return p;
+  case what::stale: p.write = false; return p;
   case what::mark_failed:
     p.write = false;
     retry_after(policy.backoff(i.attempts + 1));
@@ -114,7 +112,8 @@ inline plan decide(const result& res, const erased_adapter* a, std::int64_t now)
       if (a && (a->can_query || a->idempotent)) {
         i.in_doubt = true;
         if (!a->can_query && i.attempts >= policy.max_attempts)
-          give_up(effect_status::unknown, "still unknown after " + std::to_string(i.attempts) + " attempts: " + o.detail);
+          give_up(effect_status::unknown,
+                  "still unknown after " + std::to_string(i.attempts) + " attempts: " + o.detail);
         else
           retry_after(policy.backoff(i.attempts));
       } else {

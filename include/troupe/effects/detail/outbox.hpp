@@ -82,9 +82,8 @@ inline constexpr char record_format = 1;
 
 inline std::string encode(const record& r) {
   const auto& i = r.info;
-  stored_record s{i.type,   i.owner,         i.status,         i.in_doubt, i.attempts, i.queries,
-                  i.round,  i.result,        i.reason,         i.created_ms, i.finished_ms, r.due_ms,
-                  r.request, {}};
+  stored_record s{i.type,   i.owner,  i.status,     i.in_doubt,    i.attempts, i.queries, i.round,
+                  i.result, i.reason, i.created_ms, i.finished_ms, r.due_ms,   r.request, {}};
   s.history.reserve(i.history.size());
   for (auto& h : i.history) s.history.push_back({h.time_ms, h.action, h.result, h.detail});
   std::string v(1, record_format);

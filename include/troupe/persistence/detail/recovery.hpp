@@ -53,9 +53,9 @@ public:
     using library = typename troupe::detail::troupe_events_or<Derived, event_types<>>::type;
     auto apply_record = [&](const event_record& r) {
       if (!dispatch(list{}, r) && !dispatch(library{}, r))
-        throw error(errc::corrupt_record, failure(r.seq, r.manifest,
-                                                  "unknown event manifest '" + r.manifest + "' version " +
-                                                      std::to_string(r.version)));
+        throw error(errc::corrupt_record,
+                    failure(r.seq, r.manifest,
+                            "unknown event manifest '" + r.manifest + "' version " + std::to_string(r.version)));
       out_.seq = r.seq;
     };
     // This thread reads; the journal's applier thread decodes and applies.
@@ -80,8 +80,9 @@ public:
     auto highest = journal_.highest_sequence_nr(pid_);
     if (highest > out_.seq)
       throw error(errc::events_missing,
-                  failure(out_.seq + 1, {}, "events " + std::to_string(out_.seq + 1) + " to " + std::to_string(highest) +
-                                                " are missing (deleted, and no readable snapshot covers them)"));
+                  failure(out_.seq + 1, {},
+                          "events " + std::to_string(out_.seq + 1) + " to " + std::to_string(highest) +
+                              " are missing (deleted, and no readable snapshot covers them)"));
     return std::move(out_);
   }
 

@@ -55,8 +55,7 @@ struct rocksdb_layout {
     std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions{}, journal));
     it->SeekForPrev(seq_key(prefix, at_most));
     if (it->Valid() && has_prefix(it->key().ToStringView(), prefix)) return seq_of_key(it->key().ToStringView());
-    if (!it->status().ok())
-      throw error(errc::storage_failure, "cannot read the journal: " + it->status().ToString());
+    if (!it->status().ok()) throw error(errc::storage_failure, "cannot read the journal: " + it->status().ToString());
     return 0;
   }
 

@@ -23,7 +23,8 @@ namespace troupe::persistence::detail {
 /// which is complete, to do the work. The journal outlives its blocking
 /// thread's work (it joins it).
 template <class State>
-void save_snapshot(journal& j, const std::string& pid, sequence_nr seq, const State& state, const snapshot_policy& policy) {
+void save_snapshot(journal& j, const std::string& pid, sequence_nr seq, const State& state,
+                   const snapshot_policy& policy) {
   snapshot_record s;
   s.seq = seq;
   s.timestamp_ms = troupe::detail::now_ms();
