@@ -61,3 +61,18 @@ auto run(const Executor& ex, F&& f) {
 }
 
 } // namespace test
+
+#include <asio/io_context.hpp>
+
+namespace test {
+
+/// Runs an awaitable to completion on an io_context of this thread.
+template <class Awaitable>
+auto run_here(Awaitable a) {
+  asio::io_context io;
+  auto f = asio::co_spawn(io, std::move(a), asio::use_future);
+  io.run();
+  return f.get();
+}
+
+} // namespace test

@@ -1,11 +1,9 @@
 // The adapter contract and the registry of adapters.
 #include <troupe/effects/adapter.hpp>
 
-#include <asio/co_spawn.hpp>
-#include <asio/io_context.hpp>
-#include <asio/use_future.hpp>
+#include "../support.hpp"
+
 #include <boost/describe/class.hpp>
-#include <catch2/catch.hpp>
 
 #include <string>
 
@@ -34,14 +32,6 @@ struct amount {
 };
 BOOST_DESCRIBE_STRUCT(amount, (), (value))
 
-template <class T>
-T run(troupe::task<T> t) {
-  asio::io_context io;
-  auto f = asio::co_spawn(io, std::move(t), asio::use_future);
-  io.run();
-  return f.get();
-}
-
 } // namespace
 
 TEST_CASE("an adapter executes synchronously or as a coroutine, a queryable one also queries") {
@@ -66,11 +56,11 @@ TEST_CASE("the registry runs each type's adapter, synchronous or not, behind one
   CHECK(c->can_query);
   CHECK(c->idempotent);
   te::operation op{"op-1", "sync", "{}", "owner", 1};
-  auto done = run(s->execute(op));
+  auto done = test::run_here(s->execute(op));
   CHECK(done.what == te::outcome::kind::completed);
   CHECK(done.detail == R"("did op-1")");
-  CHECK(run(c->execute(op)).what == te::outcome::kind::unknown);
-  CHECK(run(c->query("op-1")).detail == R"("found op-1")");
+  CHECK(test::run_here(c->execute(op)).what == te::outcome::kind::unknown);
+  CHECK(test::run_here(c->query("op-1")).detail == R"("found op-1")");
 }
 
 TEST_CASE("the registry refuses an empty type, a null adapter, a bad policy and a second adapter of a type") {
