@@ -236,9 +236,10 @@ protected:
       tracker_->unreserve(1);
       throw;
     }
-    // Sent once durable: now, or after the batch's write.
-    this->after_commit([t = tracker_, o = std::move(o)]() mutable { t->add_reserved(std::move(o)); },
-                       [t = tracker_] { t->unreserve(1); });
+    // Sent once durable: now, or after the batch's write (the actor
+    // outlives its batch).
+    this->after_commit([this, o = std::move(o)]() mutable { tracker_->add_reserved(std::move(o)); },
+                       [this] { tracker_->unreserve(1); });
   }
 
   const delivery_options& delivery_settings() const noexcept { return options_; }

@@ -203,11 +203,10 @@ protected:
         }
       }
     } catch (...) {
-      for (auto& a : b.actions)
-        if (a.if_not) a.if_not();
+      for (auto& a : b.actions) a(false);
       throw;
     }
-    for (auto& a : b.actions) a.then();
+    for (auto& a : b.actions) a(true);
     snapshot_if_due(b.start);
   }
 
@@ -219,18 +218,26 @@ protected:
     if (!batch_->records.empty()) failed_ = true;
     auto b = std::move(*batch_);
     batch_.reset();
-    for (auto& a : b.actions)
-      if (a.if_not) a.if_not();
+    for (auto& a : b.actions) a(false);
   }
 
-  /// Runs `then` once what the handler persisted so far is durable: now,
+  /// Runs `then()` once what the handler persisted so far is durable: now,
   /// outside a batch; after the batch's write inside one — or, if that
-  /// write fails or the batch is aborted, `if_not` instead.
-  void after_commit(troupe::detail::unique_function<void()> then, troupe::detail::unique_function<void()> if_not = {}) {
-    if (batch_)
-      batch_->actions.push_back({std::move(then), std::move(if_not)});
-    else
-      then();
+  /// write fails or the batch is aborted, `if_not()` instead. (Outside a
+  /// batch nothing is kept: `then` runs before this returns.)
+  template <class Then, class IfNot = void (*)()>
+  void after_commit(Then&& then, IfNot&& if_not = [] {}) {
+    if (!batch_) {
+      std::forward<Then>(then)();
+      return;
+    }
+    batch_->actions.emplace_back(
+        [then = std::forward<Then>(then), if_not = std::forward<IfNot>(if_not)](bool durable) mutable {
+          if (durable)
+            then();
+          else
+            if_not();
+        });
   }
 
   /// Recovery: state and sequence number from the latest readable snapshot
@@ -321,15 +328,12 @@ private:
     }
   }
 
-  struct action {
-    troupe::detail::unique_function<void()> then;
-    troupe::detail::unique_function<void()> if_not;
-  };
   struct batch {
     sequence_nr start = 0;
     std::vector<event_record> records;
     std::vector<table_write> tables;
-    std::vector<action> actions;
+    /// `after_commit`'s: called with whether the batch became durable.
+    std::vector<troupe::detail::unique_function<void(bool)>> actions;
   };
 
   std::string id_;
