@@ -9,6 +9,7 @@
 #include <troupe/lifecycle.hpp>
 #include <troupe/detail/cell.hpp>
 
+#include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -18,11 +19,23 @@
 
 namespace troupe {
 
+template <class T>
+class actor_ref;
+
 namespace detail {
+/// Messages and replies move between threads inside `noexcept` code: their
+/// move may not throw.
+template <class M>
+inline constexpr bool movable_message = std::is_nothrow_move_constructible_v<M>;
+
 template <class X>
 inline constexpr bool is_duration = false;
 template <class Rep, class Period>
 inline constexpr bool is_duration<std::chrono::duration<Rep, Period>> = true;
+
+/// The cell behind a reference (tests and diagnostics).
+template <class T>
+cell_base* cell_of(const actor_ref<T>& r) noexcept;
 } // namespace detail
 
 /// A reference to an actor of type `T`.
@@ -67,6 +80,8 @@ public:
   template <class M>
     requires handles<T, std::decay_t<M>>
   std::error_code tell(M&& msg) const {
+    static_assert(detail::movable_message<std::decay_t<M>>,
+                  "troupe: a message type must be nothrow move constructible (it is moved in noexcept code)");
     return cell_->enqueue(new detail::tell_envelope<T, std::decay_t<M>>(std::forward<M>(msg)));
   }
 
@@ -95,6 +110,10 @@ public:
     requires handles<T, std::decay_t<M>>
   auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
     using reply = reply_type_t<T, std::decay_t<M>>;
+    static_assert(detail::movable_message<std::decay_t<M>>,
+                  "troupe: a message type must be nothrow move constructible (it is moved in noexcept code)");
+    static_assert(std::is_void_v<reply> || detail::movable_message<reply>,
+                  "troupe: the reply type of an ask must be nothrow move constructible (it is moved in noexcept code)");
     static_assert(std::is_void_v<reply> || std::is_default_constructible_v<reply>,
                   "troupe: the reply type of an ask must be default-constructible (it is passed with the error when "
                   "the ask fails)");
@@ -109,6 +128,8 @@ public:
   template <class M, class Token = asio::use_awaitable_t<>>
     requires handles<T, std::decay_t<M>>
   auto send(M&& msg, Token&& token = Token{}) const {
+    static_assert(detail::movable_message<std::decay_t<M>>,
+                  "troupe: a message type must be nothrow move constructible (it is moved in noexcept code)");
     return asio::async_initiate<Token, void(std::error_code)>(send_initiation{cell_.get()}, token,
                                                               std::forward<M>(msg));
   }
@@ -127,7 +148,7 @@ public:
     return asio::async_initiate<Token, void(down)>(
         [](auto handler, detail::cell_base* c) {
           auto h = std::make_shared<detail::stored_handler<decltype(handler)>>(std::move(handler));
-          if (auto d = c->add_watcher([h](const down& d) { h->dispatch(d); })) h->post(*d);
+          if (auto d = c->add_watcher([h](const down& d) { h->defer(d); })) h->post(*d);
         },
         token, cell_.get());
   }
@@ -136,6 +157,7 @@ private:
   template <class>
   friend class context;
   friend class actor_system;
+  friend detail::cell_base* detail::cell_of<T>(const actor_ref<T>&) noexcept;
 
   explicit actor_ref(detail::cell<T>* c) noexcept : cell_(c) {}
 
@@ -144,8 +166,16 @@ private:
     template <class Handler, class M>
     void operator()(Handler&& h, M&& msg, std::chrono::nanoseconds timeout) const {
       using envelope = detail::ask_envelope<T, std::decay_t<M>, std::decay_t<Handler>>;
+      // Asked from another system's threads: that system must know, to
+      // cancel the ask if it goes first.
+      auto* asker = detail::system_of(asio::get_associated_executor(h), c->sys());
+      if (asker == &c->sys()) asker = nullptr;
       // A named message is copied: the envelope owns its message.
-      auto* e = new envelope(std::forward<Handler>(h), std::decay_t<M>(std::forward<M>(msg)));
+      auto* e = new envelope(std::forward<Handler>(h), std::decay_t<M>(std::forward<M>(msg)), asker);
+      if (!e->list_with_asker()) {
+        e->dispose();
+        return;
+      }
       if (timeout.count() > 0 && !c->closed()) e->arm(c->executor(), timeout);
       c->enqueue_ask(e);
     }
@@ -157,12 +187,17 @@ private:
     void operator()(Handler&& h, M&& msg) const {
       auto* e = new detail::tell_envelope<T, std::decay_t<M>>(std::forward<M>(msg));
       auto stored = std::make_shared<detail::stored_handler<std::decay_t<Handler>>>(std::forward<Handler>(h));
-      detail::unique_function<void(std::error_code)> later = [stored](std::error_code ec) { stored->dispatch(ec); };
+      detail::unique_function<void(std::error_code)> later = [stored](std::error_code ec) { stored->defer(ec); };
       if (auto now = c->enqueue_or_wait(e, later)) stored->post(*now);
     }
   };
 
   detail::cell_ptr<detail::cell<T>> cell_;
 };
+
+template <class T>
+detail::cell_base* detail::cell_of(const actor_ref<T>& r) noexcept {
+  return r.cell_.get();
+}
 
 } // namespace troupe

@@ -80,43 +80,64 @@ public:
   template <class T, class... Args>
   actor_ref<T> spawn(const spawn_options& options, Args&&... args) {
     static_assert(!std::is_reference_v<T> && !std::is_const_v<T>, "troupe: spawn<T> needs a plain class type");
-    auto* c = new detail::cell_impl<T, std::decay_t<Args>...>(*state_, options, std::forward<Args>(args)...);
+    auto& s = *state_;
+    {
+      std::lock_guard g(s.mutex);
+      if (s.shutting_down) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
+      ++s.spawning;
+    }
+    struct spawning_done {
+      detail::system_state& s;
+      ~spawning_done() {
+        std::lock_guard g(s.mutex);
+        if (--s.spawning == 0) s.all_stopped.notify_all();
+      }
+    } counted{s};
+    // Until it is started, the actor's mailbox queues what is sent to it
+    // (by its own constructor, say) and runs nothing.
+    auto* c = new detail::cell_impl<T, std::decay_t<Args>...>(s, options, std::forward<Args>(args)...);
     try {
       c->construct(true);
     } catch (...) {
-      c->release();
+      c->abandon();
       throw;
     }
+    actor_ref<T> ref(c); // before shutdown can see the cell
     {
-      std::lock_guard g(state_->mutex);
-      if (state_->shutting_down) {
-        c->release();
-        throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
+      std::unique_lock l(s.mutex);
+      if (s.shutting_down) {
+        l.unlock();
+        c->abandon();
+        throw error(errc::system_shutdown, "spawn while the actor system began shutting down");
       }
-      c->reg_next = state_->first;
-      if (state_->first) state_->first->reg_prev = c;
-      state_->first = c;
-      ++state_->live;
+      c->reg_next = s.first;
+      if (s.first) s.first->reg_prev = c;
+      s.first = c;
+      ++s.live;
     }
-    actor_ref<T> ref(c);
-    if constexpr (detail::has_on_start<T>) asio::post(state_->executor(), [c] { c->begin(); });
+    c->start();
     return ref;
   }
 
   /// Stops every actor (each finishes its current handler, runs `on_stop`,
   /// and fails or counts as dead letters what is left in its mailbox), waits
   /// for them up to `system_config::shutdown_timeout`, then stops and joins
-  /// the threads. Idempotent. Must not be called from one of the system's
+  /// the threads. Thread-safe and idempotent: a second caller returns once
+  /// the first has finished. Must not be called from one of the system's
   /// own threads.
   void shutdown() {
+    std::lock_guard once(shutdown_mutex_);
     auto& s = *state_;
     if (!s.pool) return;
     if (s.executor().running_in_this_thread())
       throw std::logic_error("troupe::actor_system::shutdown() called from one of its own threads");
     std::vector<detail::cell_base*> cells;
     {
-      std::lock_guard g(s.mutex);
+      std::unique_lock l(s.mutex);
       s.shutting_down = true;
+      // A spawn past its check constructs with the pool: let it finish (it
+      // registers, and is stopped below, or gives up).
+      s.all_stopped.wait(l, [&] { return s.spawning == 0; });
       for (auto* c = s.first; c; c = c->reg_next) {
         c->add_ref();
         cells.push_back(c);
@@ -130,6 +151,9 @@ public:
       std::unique_lock l(s.mutex);
       s.all_stopped.wait_for(l, s.config.shutdown_timeout, [&] { return s.live == 0; });
     }
+    // Asks of this system's coroutines still waiting on other systems:
+    // cancelled while these threads run (a reply would need them).
+    s.cancel_foreign_asks();
     s.pool->stop();
     s.pool->join();
     // A thread outside the pool may still be returning from a post into it.
@@ -147,6 +171,8 @@ public:
       c->release();
     }
     detail::posts_in_flight.wait_idle();
+    // The pool's pending work goes with it: a suspended coroutine's frame
+    // is destroyed, and its ask completes with system_shutdown.
     s.pool.reset();
   }
 
@@ -208,6 +234,7 @@ private:
   static inline char extension_key = 0; // its address names T (not const: never merged)
 
   detail::system_state* state_;
+  std::mutex shutdown_mutex_;
   mutable std::mutex extensions_mutex_;
   std::vector<std::pair<const void*, std::shared_ptr<void>>> extensions_;
 };

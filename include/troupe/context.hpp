@@ -88,13 +88,20 @@ public:
   void stop() noexcept { cell_->request_stop(exit_reason::normal); }
 
   /// Sends this actor a `troupe::down` when `other` stops (at once if it
-  /// already has). This actor must handle `troupe::down`.
+  /// already has). This actor must handle `troupe::down`. Watching an actor
+  /// already watched changes nothing. The watch ends with the `down`, with
+  /// `unwatch`, or when this actor stops (the watched actor then forgets
+  /// it); it survives this actor's restarts.
   template <class W>
   void watch(const actor_ref<W>& other) {
-    static_assert(handles<T, down>, "troupe: to watch another actor, an actor must have handle(troupe::down)");
-    detail::cell_ptr<detail::cell<T>> self(cell_);
-    auto notify = [self](const down& d) { self->enqueue_system(new detail::system_envelope<T, down>(d)); };
-    if (auto d = other.cell_->add_watcher(notify)) notify(*d);
+    cell_->watch(other.cell_.get());
+  }
+
+  /// Ends the watch of `other`: no `down` of it is handled afterwards, even
+  /// one already queued.
+  template <class W>
+  void unwatch(const actor_ref<W>& other) noexcept {
+    cell_->unwatch(other.cell_.get());
   }
 
 private:

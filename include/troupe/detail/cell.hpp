@@ -71,8 +71,7 @@ public:
       e->reject(stopped_error());
       e->dispose();
     } else if (capacity_ && !reserve()) {
-      e->reject(
-          std::make_exception_ptr(error(errc::mailbox_full, "mailbox of " + std::string(type_name<T>()) + " is full")));
+      e->reject(error_ptr(errc::mailbox_full, "mailbox of " + std::string(type_name<T>()) + " is full"));
       e->dispose();
     } else {
       (void)push(e);
@@ -129,6 +128,14 @@ public:
     schedule();
   }
 
+  /// A coroutine handler's frame was destroyed unfinished (`e`: its
+  /// message, if any): the actor was stopped by force, its pool is going.
+  void coroutine_abandoned(envelope<T>* e = nullptr) noexcept {
+    if (e) e->dispose();
+    in_coroutine_ = false;
+    destroy_instance(); // kept for the frame (force_stop): its on_stop now
+  }
+
   template <class M>
   std::uint64_t add_timer(std::chrono::nanoseconds delay, std::chrono::nanoseconds period, M msg) {
     return extras().timers.add(
@@ -152,17 +159,67 @@ public:
 
   void set_in_coroutine() noexcept { in_coroutine_ = true; }
 
+  // -- watching (actor context) -------------------------------------------------
+
+  /// This actor receives `down` when `other` stops (at once if it has); a
+  /// second watch of the same actor changes nothing.
+  void watch(cell_base* other) {
+    static_assert(handles<T, down>, "troupe: to watch another actor, an actor must have handle(troupe::down)");
+    auto& x = extras();
+    if (!x.watching.try_emplace(other->id(), cell_ptr<cell_base>(other)).second) return;
+    auto notify = [self = cell_ptr<cell>(this)](const down& d) { self->enqueue_system(new down_envelope<T>(d)); };
+    if (auto d = other->add_watcher(notify, this)) notify(*d);
+  }
+
+  /// No `down` of `other` is handled from now on, even one already queued.
+  void unwatch(cell_base* other) noexcept {
+    auto* x = extras_if_any();
+    if (!x || x->watching.erase(other->id()) == 0) return;
+    other->remove_watcher(this);
+  }
+
+  /// A `down` of `id` arrived: false if this actor no longer watches it.
+  bool watch_ended(actor_id id) noexcept {
+    auto* x = extras_if_any();
+    return x && x->watching.erase(id) != 0;
+  }
+
+  // -- lifecycle ------------------------------------------------------------------
+
+  /// Once constructed and registered: the first turn (`on_start`, or the
+  /// messages sent during construction). Until then nothing is handled:
+  /// the mailbox queues without scheduling.
+  void start() noexcept {
+    if constexpr (has_on_start<T>)
+      asio::post(executor(), [this] { begin(); });
+    else if (!inbox_.try_block())
+      schedule();
+  }
+
+  /// A cell that will never start (its constructor threw, or the system
+  /// began shutting down): what was queued fails, timers and watches go,
+  /// an instance constructed gets its `on_stop`; the registry never knew it.
+  void abandon() noexcept {
+    std::uint8_t expected = 0;
+    stop_reason_.compare_exchange_strong(expected, static_cast<std::uint8_t>(exit_reason::system_shutdown),
+                                         std::memory_order_acq_rel);
+    finish_stop(/*keep_instance=*/false, /*registered=*/false);
+  }
+
   /// First turn of a new instance: `on_start`, then the mailbox.
   void begin() noexcept {
     if constexpr (has_on_start<T>) {
       if (stop_requested()) return finish_stop();
       try {
         if constexpr (coroutine_handler_result<decltype(instance_->on_start())>) {
-          spawn_coroutine(*this, instance_->on_start(), [this](std::exception_ptr ep) {
-            in_coroutine_ = false;
-            if (ep && on_failure(ep)) return;
-            schedule();
-          });
+          spawn_coroutine(
+              *this, instance_->on_start(),
+              [this](std::exception_ptr ep) {
+                in_coroutine_ = false;
+                if (ep && on_failure(ep)) return;
+                schedule();
+              },
+              [this] { coroutine_abandoned(); });
           return;
         } else {
           instance_->on_start();
@@ -226,13 +283,14 @@ public:
     if (!in_coroutine_) return finish_stop();
     // A coroutine handler is still suspended: its frame (destroyed with the
     // thread pool) owns a reference to this cell and may still use the
-    // instance, so the instance outlives it; everything else stops now.
+    // instance, so the instance outlives it (its on_stop runs when the
+    // frame goes: coroutine_abandoned); everything else stops now.
     finish_stop(/*keep_instance=*/true);
   }
 
 protected:
   cell(system_state& s, const spawn_options& o)
-      : cell_base(s, !has_on_start<T>), capacity_(o.mailbox_capacity), policy_(o.supervision) {}
+      : cell_base(s, /*start_blocked=*/false), capacity_(o.mailbox_capacity), policy_(o.supervision) {}
 
   /// Constructs the instance from the spawn arguments; `first` may move them.
   virtual void construct(bool first) = 0;
@@ -296,11 +354,16 @@ private:
   /// stopped, or a restart is pending).
   bool on_failure(const std::exception_ptr& ep) noexcept {
     using d = supervision::directive;
+    // A stop was asked for: it stops, whatever the policy.
+    if (stop_requested()) {
+      finish_stop();
+      return true;
+    }
     if (policy_.on_failure == d::resume && instance_) return false;
     if (policy_.on_failure == d::restart) {
       if (auto backoff = restarts_.next(policy_, std::chrono::steady_clock::now())) {
         cancel_all_timers();
-        instance_.reset();
+        destroy_instance(); // its on_stop: the restart replaces it
         try {
           auto& timer = extras().backoff;
           if (!timer) timer.emplace(executor());
@@ -328,9 +391,23 @@ private:
     begin();
   }
 
-  /// The actor's last turn: fail what is queued, cancel timers, run
-  /// on_stop, tell the watchers, leave the registry.
-  void finish_stop(bool keep_instance = false) noexcept {
+  /// The instance's end: its `on_stop` (every instance constructed gets
+  /// exactly one), then its destruction.
+  void destroy_instance() noexcept {
+    if (!instance_) return;
+    if constexpr (has_on_stop<T>) {
+      try {
+        instance_->on_stop();
+      } catch (...) {}
+    }
+    instance_.reset();
+  }
+
+  /// The actor's last turn: fail what is queued, release its timers and
+  /// watches, run on_stop, tell the watchers, leave the registry. Whatever
+  /// the actor holds of the system's pool goes now, not with its last
+  /// reference (which may outlive the system).
+  void finish_stop(bool keep_instance = false, bool registered = true) noexcept {
     auto reason = static_cast<exit_reason>(stop_reason_.load(std::memory_order_acquire));
     if (reason != exit_reason::normal && reason != exit_reason::failure && reason != exit_reason::system_shutdown)
       reason = exit_reason::normal;
@@ -349,6 +426,8 @@ private:
     drop(inbox_.close());
     cancel_all_timers();
     auto& x = extras();
+    x.backoff.reset();
+    leave_watched();
     {
       std::deque<cell_extras::waiter> waiters;
       {
@@ -361,15 +440,8 @@ private:
         w.done(errc::actor_stopped);
       }
     }
-    if (instance_ && !keep_instance) {
-      if constexpr (has_on_stop<T>) {
-        try {
-          instance_->on_stop();
-        } catch (...) {}
-      }
-      instance_.reset();
-    }
-    leave_registry(); // before the watchers learn of it: live_actors() agrees with them
+    if (!keep_instance) destroy_instance();
+    if (registered) leave_registry(); // before the watchers learn of it: live_actors() agrees with them
     notify_watchers(down{id_, reason, reason == exit_reason::failure ? failure_ : std::string{}});
     release(); // the registry's reference; may delete this
   }
@@ -417,13 +489,41 @@ private:
   std::tuple<Args...> args_;
 };
 
-template <class T, class Awaitable, class Done>
-void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done) {
+/// The completion of a coroutine handler: `done` when it finishes;
+/// `abandoned` when it is destroyed without having run (its frame destroyed
+/// unfinished), so that the ask completes and the envelope goes anyway.
+template <class T, class Done, class Abandoned>
+class coroutine_end {
+public:
+  coroutine_end(cell<T>& c, Done done, Abandoned abandoned)
+      : self_(&c), done_(std::move(done)), abandoned_(std::move(abandoned)) {}
+  coroutine_end(coroutine_end&& o) noexcept
+      : self_(std::move(o.self_)), done_(std::move(o.done_)), abandoned_(std::move(o.abandoned_)),
+        ran_(std::exchange(o.ran_, true)) {}
+  coroutine_end(const coroutine_end&) = delete;
+  coroutine_end& operator=(const coroutine_end&) = delete;
+  ~coroutine_end() {
+    if (!ran_) abandoned_();
+  }
+
+  template <class... V>
+  void operator()(std::exception_ptr ep, V&&... v) {
+    ran_ = true;
+    done_(std::move(ep), std::forward<V>(v)...);
+  }
+
+private:
+  cell_ptr<cell<T>> self_;
+  Done done_;
+  Abandoned abandoned_;
+  bool ran_ = false;
+};
+
+template <class T, class Awaitable, class Done, class Abandoned>
+void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done, Abandoned abandoned) {
   c.set_in_coroutine();
   asio::co_spawn(c.executor(), std::forward<Awaitable>(aw),
-                 [self = cell_ptr<cell<T>>(&c), done = std::move(done)](std::exception_ptr ep, auto&&... v) mutable {
-                   done(std::move(ep), std::forward<decltype(v)>(v)...);
-                 });
+                 coroutine_end<T, Done, Abandoned>(c, std::move(done), std::move(abandoned)));
 }
 
 } // namespace detail

@@ -21,10 +21,38 @@
 #include <mutex>
 #include <optional>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace troupe::detail {
+
+class cell_base;
+
+/// Intrusive owning pointer to a cell.
+template <class C>
+class cell_ptr {
+public:
+  cell_ptr() = default;
+  explicit cell_ptr(C* c) noexcept : c_(c) {
+    if (c_) c_->add_ref();
+  }
+  cell_ptr(const cell_ptr& o) noexcept : cell_ptr(o.c_) {}
+  cell_ptr(cell_ptr&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  cell_ptr& operator=(cell_ptr o) noexcept {
+    std::swap(c_, o.c_);
+    return *this;
+  }
+  ~cell_ptr() {
+    if (c_) c_->release();
+  }
+  C* get() const noexcept { return c_; }
+  C* operator->() const noexcept { return c_; }
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+
+private:
+  C* c_ = nullptr;
+};
 
 /// Rarely used per-actor state, allocated on first use.
 struct cell_extras {
@@ -33,7 +61,11 @@ struct cell_extras {
   bool stopped = false;        // final_down is set: watchers are told at once
   bool refuse_waiters = false; // the actor is stopping: senders no longer wait
   down final_down;
-  std::vector<unique_function<void(const down&)>> watchers;
+  /// The actors watching this one (`context::watch`), by watcher: a
+  /// watcher that stops or unwatches takes its entry out.
+  std::unordered_map<const cell_base*, unique_function<void(const down&)>> watchers;
+  /// Others told once this actor has stopped (`when_stopped`).
+  std::vector<unique_function<void(const down&)>> observers;
   struct waiter {
     envelope_base* env;
     unique_function<void(std::error_code)> done;
@@ -44,6 +76,8 @@ struct cell_extras {
   // Actor context only.
   timer_set timers;
   std::optional<asio::steady_timer> backoff;
+  /// The actors this one watches, by ID.
+  std::unordered_map<actor_id, cell_ptr<cell_base>> watching;
 };
 
 class cell_base {
@@ -64,14 +98,41 @@ public:
   /// current handler (a suspended coroutine handler finishes first).
   virtual void request_stop(exit_reason r) = 0;
 
-  /// Thread-safe. Registers `w` to run once the actor has stopped; returns
-  /// the final notification instead (without registering) if it already has.
-  std::optional<down> add_watcher(unique_function<void(const down&)> w) {
+  /// Thread-safe. Registers `w` to run once the actor has stopped (as the
+  /// watch of `owner`, replacing an earlier one of it; or, with no owner, as
+  /// one observer more); returns the final notification instead (without
+  /// registering) if it already has.
+  std::optional<down> add_watcher(unique_function<void(const down&)> w, const cell_base* owner = nullptr) {
     auto& x = extras();
     std::lock_guard g(x.lock);
     if (x.stopped) return x.final_down;
-    x.watchers.push_back(std::move(w));
+    if (owner)
+      x.watchers.insert_or_assign(owner, std::move(w));
+    else
+      x.observers.push_back(std::move(w));
     return std::nullopt;
+  }
+
+  /// Thread-safe. Forgets `owner`'s watch, if any.
+  void remove_watcher(const cell_base* owner) noexcept {
+    auto* x = extras_if_any();
+    if (!x) return;
+    unique_function<void(const down&)> gone; // destroyed outside the lock
+    {
+      std::lock_guard g(x->lock);
+      auto it = x->watchers.find(owner);
+      if (it == x->watchers.end()) return;
+      gone = std::move(it->second);
+      x->watchers.erase(it);
+    }
+  }
+
+  /// Watches registered on this actor now (for tests and monitoring).
+  std::size_t watcher_count() const noexcept {
+    auto* x = extras_if_any();
+    if (!x) return 0;
+    std::lock_guard g(x->lock);
+    return x->watchers.size() + x->observers.size();
   }
 
   /// After the pool has stopped: stop an actor that did not stop in time.
@@ -123,14 +184,26 @@ protected:
 
   void notify_watchers(down d) noexcept {
     auto& x = extras();
-    std::vector<unique_function<void(const down&)>> ws;
+    std::unordered_map<const cell_base*, unique_function<void(const down&)>> ws;
+    std::vector<unique_function<void(const down&)>> os;
     {
       std::lock_guard g(x.lock);
       x.stopped = true;
       x.final_down = d;
       ws.swap(x.watchers);
+      os.swap(x.observers);
     }
-    for (auto& w : ws) w(d);
+    for (auto& [owner, w] : ws) w(d);
+    for (auto& o : os) o(d);
+  }
+
+  /// Stops watching every actor this one watches (it is stopping).
+  void leave_watched() noexcept {
+    auto* x = extras_if_any();
+    if (!x) return;
+    auto watching = std::move(x->watching);
+    x->watching.clear();
+    for (auto& [id, w] : watching) w->remove_watcher(this);
   }
 
   std::atomic<std::uint32_t> refs_{1}; // one for the registry
@@ -139,31 +212,6 @@ protected:
   system_state* sys_;
   actor_id id_;
   std::atomic<cell_extras*> extras_{nullptr};
-};
-
-/// Intrusive owning pointer to a cell.
-template <class C>
-class cell_ptr {
-public:
-  cell_ptr() = default;
-  explicit cell_ptr(C* c) noexcept : c_(c) {
-    if (c_) c_->add_ref();
-  }
-  cell_ptr(const cell_ptr& o) noexcept : cell_ptr(o.c_) {}
-  cell_ptr(cell_ptr&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
-  cell_ptr& operator=(cell_ptr o) noexcept {
-    std::swap(c_, o.c_);
-    return *this;
-  }
-  ~cell_ptr() {
-    if (c_) c_->release();
-  }
-  C* get() const noexcept { return c_; }
-  C* operator->() const noexcept { return c_; }
-  explicit operator bool() const noexcept { return c_ != nullptr; }
-
-private:
-  C* c_ = nullptr;
 };
 
 } // namespace troupe::detail

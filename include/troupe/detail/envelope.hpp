@@ -5,8 +5,11 @@
 
 #include <troupe/concepts.hpp>
 #include <troupe/error.hpp>
+#include <troupe/lifecycle.hpp>
 #include <troupe/detail/inbox.hpp>
+#include <troupe/detail/post_counter.hpp>
 #include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/system_state.hpp>
 #include <troupe/detail/type_name.hpp>
 
 #include <asio/steady_timer.hpp>
@@ -55,16 +58,24 @@ inline std::string what_of(const std::exception_ptr& ep) {
   }
 }
 
+/// An exception pointer to a `troupe::error`. Made in a function of its own
+/// so that the `error` temporary is gone before the pointer is handed on: it
+/// shares its message with the thrown copy, which another thread may be
+/// reading as soon as the pointer has been handed on.
+inline std::exception_ptr error_ptr(errc e, const std::string& what) { return std::make_exception_ptr(error(e, what)); }
+
 /// What an ask receives when the handler threw.
 inline std::exception_ptr handler_failure(std::string_view actor, std::string_view msg, const std::exception_ptr& ep) {
   return std::make_exception_ptr(error(errc::handler_failed, "handler of " + std::string(actor) + " for " +
                                                                  std::string(msg) + " threw: " + what_of(ep)));
 }
 
-/// Starts a coroutine handler; `done(ep, value...)` runs when it finishes.
-/// The cell stays alive (and the instance with it) while the coroutine runs.
-template <class T, class Awaitable, class Done>
-void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done);
+/// Starts a coroutine handler; `done(ep, value...)` runs when it finishes,
+/// or `abandoned()` if its frame is destroyed unfinished (the system's pool
+/// went away with it suspended). The cell stays alive (and the instance with
+/// it) while the coroutine runs.
+template <class T, class Awaitable, class Done, class Abandoned>
+void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done, Abandoned abandoned);
 
 template <class T, class M>
 struct tell_envelope : envelope<T> {
@@ -73,8 +84,10 @@ struct tell_envelope : envelope<T> {
 
   bool process(cell<T>& c) override {
     if constexpr (coroutine_handler<T, M>) {
-      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)),
-                      [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); });
+      spawn_coroutine(
+          c, invoke_handle(c.instance(), std::move(msg)),
+          [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); },
+          [this, &c] { c.coroutine_abandoned(this); });
       return true;
     } else {
       invoke_handle(c.instance(), std::move(msg));
@@ -92,6 +105,18 @@ struct tell_envelope : envelope<T> {
 template <class T, class M>
 struct system_envelope final : tell_envelope<T, M> {
   using tell_envelope<T, M>::tell_envelope;
+  bool counts() const noexcept override { return false; }
+};
+
+/// A watched actor stopped: handled only if the watch still stands (an
+/// `unwatch` after it was queued drops it).
+template <class T>
+struct down_envelope final : tell_envelope<T, down> {
+  using tell_envelope<T, down>::tell_envelope;
+  bool process(cell<T>& c) override {
+    if (!c.watch_ended(this->msg.id)) return false;
+    return tell_envelope<T, down>::process(c);
+  }
   bool counts() const noexcept override { return false; }
 };
 
@@ -126,34 +151,79 @@ struct ask_signature<void> {
 /// An ask: the message, the asker's completion handler and, with a timeout,
 /// a timer racing the reply. Reference-counted when a timer holds it.
 template <class T, class M, class Handler>
-struct ask_envelope final : envelope<T> {
+struct ask_envelope final : envelope<T>, foreign_ask {
   using reply = reply_type_t<T, M>;
 
-  ask_envelope(Handler&& h, M&& m) : msg(std::move(m)), handler(std::move(h)) {}
+  /// `asker`: the system whose threads the handler needs, when it is not
+  /// the actor's own (the ask is then on that system's list until done).
+  ask_envelope(Handler&& h, M&& m, system_state* asker = nullptr)
+      : msg(std::move(m)), handler(std::move(h)), asker_(asker) {
+    if (asker_) asker_->add_ref();
+  }
+  ~ask_envelope() {
+    if (asker_) asker_->release();
+  }
+
+  /// Puts the ask on its asker's list; false if the asker is shutting down
+  /// (it can complete nothing any more: the ask is cancelled).
+  bool list_with_asker() noexcept {
+    if (!asker_ || asker_->list_ask(this)) return true;
+    cancel();
+    return false;
+  }
+
+  void cancel() noexcept override {
+    if (done.exchange(true, std::memory_order_acq_rel)) return;
+    if (timer) timer->cancel();
+    handler.discard();
+  }
+
+  /// The timer's reference to the envelope: released when the wait's
+  /// handler is destroyed, also unrun (a pool destroyed with the wait
+  /// pending).
+  class timer_ref {
+  public:
+    explicit timer_ref(ask_envelope* e) noexcept : e_(e) { e_->add_ref(); }
+    timer_ref(timer_ref&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+    timer_ref(const timer_ref&) = delete;
+    timer_ref& operator=(const timer_ref&) = delete;
+    ~timer_ref() {
+      if (e_) e_->dispose();
+    }
+    ask_envelope* operator->() const noexcept { return e_; }
+
+  private:
+    ask_envelope* e_;
+  };
 
   void arm(asio::thread_pool::executor_type ex, std::chrono::nanoseconds timeout) {
     timer.emplace(ex, timeout);
-    add_ref();
-    timer->async_wait([this, timeout](std::error_code ec) {
-      if (!ec) {
-        complete(std::make_exception_ptr(error(
-            errc::timeout,
-            "ask of " + std::string(type_name<M>()) + " to " + std::string(type_name<T>()) + " got no reply within " +
-                std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()) + " us")));
-      }
-      dispose();
+    timer->async_wait([self = timer_ref(this), timeout](std::error_code ec) {
+      if (ec) return;
+      self->complete(error_ptr(
+          errc::timeout,
+          "ask of " + std::string(type_name<M>()) + " to " + std::string(type_name<T>()) + " got no reply within " +
+              std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()) + " us"));
     });
   }
 
   bool process(cell<T>& c) override {
     if constexpr (coroutine_handler<T, M>) {
-      spawn_coroutine(c, invoke_handle(c.instance(), std::move(msg)), [this, &c](std::exception_ptr ep, auto&&... v) {
-        if (ep)
-          complete(handler_failure(type_name<T>(), type_name<M>(), ep));
-        else
-          complete(nullptr, std::forward<decltype(v)>(v)...);
-        c.coroutine_done(this, std::move(ep));
-      });
+      spawn_coroutine(
+          c, invoke_handle(c.instance(), std::move(msg)),
+          [this, &c](std::exception_ptr ep, auto&&... v) {
+            if (ep)
+              complete(handler_failure(type_name<T>(), type_name<M>(), ep));
+            else
+              complete(nullptr, std::forward<decltype(v)>(v)...);
+            c.coroutine_done(this, std::move(ep));
+          },
+          [this, &c] {
+            complete(error_ptr(errc::system_shutdown, "the actor system shut down while " +
+                                                          std::string(type_name<T>()) + " was handling " +
+                                                          std::string(type_name<M>())));
+            c.coroutine_abandoned(this);
+          });
       return true;
     } else if constexpr (std::is_void_v<reply>) {
       invoke_handle(c.instance(), std::move(msg));
@@ -177,14 +247,19 @@ struct ask_envelope final : envelope<T> {
   /// called inline (an initiating function must not complete inline).
   template <class... V>
   void complete(std::exception_ptr ep, V&&... v) noexcept {
+    // The asking system waits for this before its pool goes (taken before
+    // the race with its cancel_foreign_asks is decided).
+    std::optional<post_counter::guard> counted;
+    if (asker_) counted.emplace(posts_in_flight);
     if (done.exchange(true, std::memory_order_acq_rel)) return;
+    if (asker_) asker_->unlist_ask(this);
     if (timer) timer->cancel();
     const bool post = initiating.load(std::memory_order_acquire);
     auto finish = [&](auto&&... args) {
       if (post)
         handler.post(std::forward<decltype(args)>(args)...);
       else
-        handler.dispatch(std::forward<decltype(args)>(args)...);
+        handler.defer(std::forward<decltype(args)>(args)...);
     };
     if constexpr (std::is_void_v<reply>)
       finish(std::move(ep));
@@ -194,7 +269,7 @@ struct ask_envelope final : envelope<T> {
       finish(std::move(ep), reply(std::forward<V>(v)...));
   }
 
-  void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
+  void add_ref() noexcept override { refs.fetch_add(1, std::memory_order_relaxed); }
   void dispose() noexcept override {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
@@ -205,6 +280,7 @@ struct ask_envelope final : envelope<T> {
   std::atomic<bool> done{false};
   std::atomic<bool> initiating{true};
   std::optional<asio::steady_timer> timer;
+  system_state* asker_;
 };
 
 } // namespace troupe::detail

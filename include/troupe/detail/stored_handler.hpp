@@ -7,11 +7,13 @@
 #include <troupe/detail/post_counter.hpp>
 
 #include <asio/associated_executor.hpp>
-#include <asio/dispatch.hpp>
+#include <asio/defer.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
+#include <asio/system_executor.hpp>
 
 #include <optional>
+#include <type_traits>
 #include <tuple>
 #include <utility>
 
@@ -28,19 +30,29 @@ public:
 
   explicit stored_handler(Handler&& h) : work_(asio::get_associated_executor(h)), handler_(std::move(h)) {}
 
-  /// Completes inline when already running on the handler's executor (used
-  /// when the operation finishes later, on another actor's thread).
+  /// Completes as a continuation of the current handler when running on
+  /// the handler's executor (it runs once that handler returns, on this
+  /// thread, never inside it: a reply resumes its asker on the asker's own
+  /// turn, not inside the replier's), else as a post. A handler with no
+  /// executor of its own (a plain callback) runs here and now. Used when
+  /// the operation finishes later, on another actor's thread.
   ///
-  /// The work is released only once the handler has been handed over (run,
-  /// or queued: a queued handler is work of its own): released first, an
-  /// `io_context` with nothing else to do would stop before the handler
-  /// reached its queue, and never run it.
+  /// The work is released only once the handler has been handed over (a
+  /// queued handler is work of its own): released first, an `io_context`
+  /// with nothing else to do would stop before the handler reached its
+  /// queue, and never run it.
   template <class... Args>
-  void dispatch(Args&&... args) {
+  void defer(Args&&... args) {
+    if constexpr (std::is_same_v<executor_type, asio::system_executor>) {
+      work_.reset();
+      Handler h = std::move(*handler_);
+      handler_.reset();
+      std::move(h)(std::forward<Args>(args)...);
+      return;
+    }
     auto ex = work_->get_executor();
     post_counter::guard counted(posts_in_flight);
-    asio::dispatch(
-        ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable { std::move(h)(std::move(a)...); });
+    asio::defer(ex, [h = take(), ... a = std::forward<Args>(args)]() mutable { std::move(h)(std::move(a)...); });
     work_.reset();
   }
 
@@ -50,14 +62,26 @@ public:
   void post(Args&&... args) {
     auto ex = work_->get_executor();
     post_counter::guard counted(posts_in_flight);
-    asio::post(
-        ex, [h = std::move(handler_), ... a = std::forward<Args>(args)]() mutable { std::move(h)(std::move(a)...); });
+    asio::post(ex, [h = take(), ... a = std::forward<Args>(args)]() mutable { std::move(h)(std::move(a)...); });
+    work_.reset();
+  }
+
+  /// Never completes: destroys the handler (and releases its work) here.
+  /// A coroutine waiting on it is destroyed, through its own executor.
+  void discard() noexcept {
+    handler_.reset();
     work_.reset();
   }
 
 private:
+  Handler take() {
+    Handler h = std::move(*handler_);
+    handler_.reset();
+    return h;
+  }
+
   std::optional<asio::executor_work_guard<executor_type>> work_;
-  Handler handler_;
+  std::optional<Handler> handler_;
 };
 
 } // namespace troupe::detail

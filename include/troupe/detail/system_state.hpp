@@ -5,6 +5,7 @@
 #include <troupe/config.hpp>
 #include <troupe/lifecycle.hpp>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/thread_pool.hpp>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 namespace troupe {
 class actor_system;
@@ -23,13 +25,54 @@ class actor_system;
 namespace troupe::detail {
 
 class cell_base;
+struct system_state;
+
+/// An ask made from a coroutine of one system to an actor of another: the
+/// asking system keeps a list of them, so that its destruction can cancel
+/// those still pending (their completions are bound to its threads).
+struct foreign_ask {
+  /// Completes nothing any more; destroys the completion handler (here,
+  /// while the asking system's threads still run).
+  virtual void cancel() noexcept = 0;
+  virtual void add_ref() noexcept = 0;
+  virtual void dispose() noexcept = 0;
+  foreign_ask* ask_prev = nullptr;
+  foreign_ask* ask_next = nullptr;
+  bool listed = false;
+
+protected:
+  ~foreign_ask() = default;
+};
+
+/// Marks a thread pool as an actor system's, naming the system: a
+/// completion bound to one of its executors can tell whose threads it
+/// needs.
+class system_service final : public asio::execution_context::service {
+public:
+  using key_type = system_service;
+  static inline asio::execution_context::id id;
+  system_service(asio::execution_context& ctx, system_state* s) : service(ctx), state(s) {}
+  explicit system_service(asio::execution_context& ctx) : service(ctx), state(nullptr) {} // (never made so)
+  system_state* const state;
+
+private:
+  void shutdown() override {}
+};
+
+/// The thread pool of an actor system.
+class system_pool final : public asio::thread_pool {
+public:
+  system_pool(std::size_t threads, system_state* s) : asio::thread_pool(threads) {
+    asio::make_service<system_service>(*this, s);
+  }
+};
 
 /// Owned jointly by the actor_system and every cell it spawned, so a stale
 /// actor_ref can still count a dead letter after the system is gone.
 struct system_state {
   explicit system_state(const system_config& c, actor_system* o)
       : config(c), owner(o),
-        pool(std::in_place, c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency())) {}
+        pool(std::in_place, c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency()), this) {}
 
   void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
@@ -41,7 +84,7 @@ struct system_state {
   std::atomic<std::size_t> refs{1};
   const system_config config;
   actor_system* owner;
-  std::optional<asio::thread_pool> pool;
+  std::optional<system_pool> pool;
   std::atomic<std::uint64_t> dead_letters{0};
   std::atomic<actor_id> next_id{1};
 
@@ -50,7 +93,73 @@ struct system_state {
   std::condition_variable all_stopped;
   cell_base* first = nullptr;
   std::size_t live = 0;
+  /// Spawns between their check of `shutting_down` and their registration:
+  /// shutdown waits for them (their constructors use the pool).
+  std::size_t spawning = 0;
   bool shutting_down = false;
+
+  // Asks of this system's coroutines to other systems' actors, pending.
+  std::mutex asks_mutex;
+  foreign_ask* first_ask = nullptr;
+  bool asks_cancelled = false; // at shutdown: no more are listed
+
+  /// False once the system has cancelled its asks (it is shutting down).
+  bool list_ask(foreign_ask* a) noexcept {
+    std::lock_guard g(asks_mutex);
+    if (asks_cancelled) return false;
+    a->ask_next = first_ask;
+    if (first_ask) first_ask->ask_prev = a;
+    first_ask = a;
+    a->listed = true;
+    return true;
+  }
+
+  void unlist_ask(foreign_ask* a) noexcept {
+    std::lock_guard g(asks_mutex);
+    if (!a->listed) return;
+    if (a->ask_prev)
+      a->ask_prev->ask_next = a->ask_next;
+    else
+      first_ask = a->ask_next;
+    if (a->ask_next) a->ask_next->ask_prev = a->ask_prev;
+    a->listed = false;
+  }
+
+  /// Cancels every pending ask of this system's coroutines to other
+  /// systems (at shutdown, while the pool still runs).
+  void cancel_foreign_asks() noexcept {
+    for (;;) {
+      foreign_ask* a;
+      {
+        std::lock_guard g(asks_mutex);
+        asks_cancelled = true;
+        a = first_ask;
+        if (!a) return;
+        first_ask = a->ask_next;
+        if (first_ask) first_ask->ask_prev = nullptr;
+        a->listed = false;
+        a->add_ref();
+      }
+      a->cancel();
+      a->dispose();
+    }
+  }
 };
+
+/// The actor system whose threads run `ex`, or null (another executor):
+/// `likely` when they are its (without a lookup).
+template <class Executor>
+system_state* system_of(const Executor& ex, system_state& likely) noexcept {
+  const asio::thread_pool::executor_type* p = nullptr;
+  if constexpr (std::is_same_v<Executor, asio::any_io_executor>)
+    p = ex.template target<asio::thread_pool::executor_type>();
+  else if constexpr (std::is_same_v<Executor, asio::thread_pool::executor_type>)
+    p = &ex;
+  if (!p) return nullptr;
+  auto& pool = p->context();
+  if (likely.pool && &pool == static_cast<asio::thread_pool*>(&*likely.pool)) return &likely;
+  if (!asio::has_service<system_service>(pool)) return nullptr;
+  return asio::use_service<system_service>(pool).state;
+}
 
 } // namespace troupe::detail

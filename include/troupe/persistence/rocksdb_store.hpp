@@ -166,7 +166,7 @@ public:
         [this](auto handler, std::string pid, std::vector<event_record> events) {
           submit(std::move(pid), std::move(events), {},
                  [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](
-                     std::error_code ec) mutable { h.dispatch(ec); });
+                     std::error_code ec) mutable { h.defer(ec); });
         },
         token, std::move(pid), std::move(events));
   }
