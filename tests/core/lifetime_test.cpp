@@ -279,7 +279,8 @@ TEST_CASE("an ask from one system to another completes safely whichever system g
           [slow, fast, &finished]() -> troupe::task<> {
             try {
               (void)co_await fast.ask(ping{});
-              (void)co_await slow.ask(park{});
+              park m; // named: GCC 12 and aggregate temporaries in co_await
+              (void)co_await slow.ask(std::move(m));
             } catch (const troupe::error&) {}
             ++finished;
           },

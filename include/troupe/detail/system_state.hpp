@@ -72,7 +72,8 @@ public:
 struct system_state {
   explicit system_state(const system_config& c, actor_system* o)
       : config(c), owner(o),
-        pool(std::in_place, c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency()), this) {}
+        pool(std::in_place, c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency()), this),
+        pool_address(&*pool) {}
 
   void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
@@ -85,6 +86,9 @@ struct system_state {
   const system_config config;
   actor_system* owner;
   std::optional<system_pool> pool;
+  /// Where the pool is (or was: reset at shutdown), for comparisons from any
+  /// thread.
+  const asio::thread_pool* const pool_address;
   std::atomic<std::uint64_t> dead_letters{0};
   std::atomic<actor_id> next_id{1};
 
@@ -157,7 +161,7 @@ system_state* system_of(const Executor& ex, system_state& likely) noexcept {
     p = &ex;
   if (!p) return nullptr;
   auto& pool = p->context();
-  if (likely.pool && &pool == static_cast<asio::thread_pool*>(&*likely.pool)) return &likely;
+  if (&pool == likely.pool_address) return &likely;
   if (!asio::has_service<system_service>(pool)) return nullptr;
   return asio::use_service<system_service>(pool).state;
 }
