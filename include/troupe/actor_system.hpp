@@ -156,7 +156,9 @@ public:
     s.cancel_foreign_asks();
     s.pool->stop();
     s.pool->join();
-    // A thread outside the pool may still be returning from a post into it.
+    // A thread outside the pool may still be returning from a post into it
+    // (a turn, this system's own count; a completion, the process's).
+    s.posts.wait_idle();
     detail::posts_in_flight.wait_idle();
     // Actors still suspended in a coroutine handler past the timeout.
     for (;;) {
@@ -170,6 +172,7 @@ public:
       c->force_stop();
       c->release();
     }
+    s.posts.wait_idle();
     detail::posts_in_flight.wait_idle();
     // The pool's pending work goes with it: a suspended coroutine's frame
     // is destroyed, and its ask completes with system_shutdown.

@@ -447,3 +447,21 @@ TEST_CASE("a reply resumes the asker on its own turn: the replier goes on servin
   CHECK(std::chrono::steady_clock::now() - start < 500ms);
   CHECK(test::get(busy) == 1);
 }
+
+TEST_CASE("destroying an idle system is not held up by another system's work") {
+  auto c = std::make_shared<counts>();
+  troupe::actor_system busy_sys(troupe::system_config{.threads = 2});
+  auto y = busy_sys.spawn<flaky>(c);
+  auto x = busy_sys.spawn<asker>();
+  auto replied = std::make_shared<test::latch>(1);
+  auto busy = x.ask(ask_then_work{y, 1500ms, replied}, asio::use_future);
+  REQUIRE(replied->wait());
+  const auto start = std::chrono::steady_clock::now();
+  {
+    troupe::actor_system idle(troupe::system_config{.threads = 1});
+    auto z = idle.spawn<flaky>(c);
+    CHECK(test::get(z.ask(ping{}, asio::use_future)) == 1);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 500ms);
+  CHECK(test::get(busy) == 1);
+}

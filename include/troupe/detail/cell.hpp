@@ -272,7 +272,7 @@ public:
 
   void post(bool continuation) noexcept override {
     std::optional<post_counter::guard> counted;
-    if (!this_turn.in_turn) counted.emplace(posts_in_flight); // maybe a thread outside the pool
+    if (!this_turn.in_turn) counted.emplace(sys_->posts); // maybe a thread outside the pool
     if (continuation)
       asio::post(asio::prefer(executor(), asio::execution::relationship.continuation), [this] { run(); });
     else

@@ -32,8 +32,10 @@ private:
   std::atomic<long> n_{0};
 };
 
-/// Posts from troupe's completions (`stored_handler`) into any executor:
-/// an actor system waits for these before it destroys its thread pool.
+/// Posts from troupe's completions (`stored_handler`) into any executor
+/// (it cannot tell whose): an actor system waits for these, held only while
+/// a completion is being posted, before it destroys its thread pool. Posts of
+/// actor turns count in their own system's `system_state::posts`.
 inline post_counter posts_in_flight;
 
 } // namespace troupe::detail

@@ -4,6 +4,7 @@
 
 #include <troupe/config.hpp>
 #include <troupe/lifecycle.hpp>
+#include <troupe/detail/post_counter.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/thread_pool.hpp>
@@ -89,6 +90,9 @@ struct system_state {
   /// Where the pool is (or was: reset at shutdown), for comparisons from any
   /// thread.
   const asio::thread_pool* const pool_address;
+  /// Posts of actor turns into this pool still returning (a tell from a
+  /// thread outside it): the pool is not destroyed before they have.
+  post_counter posts;
   std::atomic<std::uint64_t> dead_letters{0};
   std::atomic<actor_id> next_id{1};
 
