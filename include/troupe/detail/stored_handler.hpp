@@ -4,6 +4,7 @@
 // library configuration, which must be the same in every translation unit.
 #include <cstddef>
 
+#include <troupe/detail/after_turn.hpp>
 #include <troupe/detail/post_counter.hpp>
 
 #include <asio/associated_executor.hpp>
@@ -51,6 +52,15 @@ public:
       return;
     }
     auto ex = work_->get_executor();
+    if (auto& later = this_after_turn; later.accepts(ex)) {
+      // An actor's turn on this pool's thread completes it: it runs after
+      // that turn, here (the work is released once it has run).
+      later.queue.emplace_back([h = take(), w = std::move(*work_), ... a = std::forward<Args>(args)]() mutable {
+        std::move(h)(std::move(a)...);
+      });
+      work_.reset();
+      return;
+    }
     post_counter::guard counted(posts_in_flight);
     asio::defer(ex, [h = take(), ... a = std::forward<Args>(args)]() mutable { std::move(h)(std::move(a)...); });
     work_.reset();

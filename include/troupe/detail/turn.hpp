@@ -2,7 +2,9 @@
 
 // Turn scheduling: which actor a worker thread runs next.
 
+#include <troupe/detail/after_turn.hpp>
 #include <troupe/detail/cell_base.hpp>
+#include <troupe/detail/system_state.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -32,15 +34,22 @@ struct turn_state {
 };
 inline thread_local turn_state this_turn;
 
-/// Runs `c`'s turn; when that turn woke exactly one actor, runs that
+/// Runs `c`'s turn, then the completions it produced for this pool's
+/// coroutines (`after_turn`: a reply resumes its asker here, once the
+/// replier is released); when that turn woke exactly one actor, runs that
 /// actor's turn next on this thread (a hand-off: no queue, no lock), up to
 /// `turn_state::max_handoffs` times, then posts what is pending.
 inline void run_turns(cell_base* c) noexcept {
   auto& t = this_turn;
   if (t.in_turn) return c->turn(); // nested: the outer turn posts what is pending
+  auto& later = this_after_turn;
   for (std::uint32_t handoffs = 0;; ++handoffs) {
+    system_state* sys = &c->sys();
     t.in_turn = true;
+    later.open = true;
     c->turn(); // may destroy c
+    if (!later.queue.empty()) later.run(sys->executor());
+    later.open = false;
     t.in_turn = false;
     if (t.pending == 1 && handoffs < turn_state::max_handoffs) {
       c = t.woken[0];
