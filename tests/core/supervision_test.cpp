@@ -206,3 +206,15 @@ TEST_CASE("a failing on_start is supervised and retried") {
       sys.spawn<bad_start>(troupe::spawn_options{.supervision = troupe::supervision::restart(5, 10s, 1ms, 1ms)}, h);
   CHECK(test::get(a.ask(total{}, asio::use_future)) == 3); // third instance started
 }
+
+TEST_CASE("a failing on_start is not resumed: under supervision::resume the actor stops, handling nothing") {
+  troupe::actor_system sys;
+  auto h = std::make_shared<history>();
+  auto a = sys.spawn<bad_start>(troupe::spawn_options{.supervision = troupe::supervision::resume()}, h);
+  auto f = a.ask(total{}, asio::use_future);
+  CHECK(ask_error(f).code() == troupe::errc::actor_stopped);
+  auto d = test::get(a.when_stopped(asio::use_future));
+  CHECK(d.reason == troupe::exit_reason::failure);
+  CHECK_THAT(d.what, Catch::Contains("not ready yet"));
+  CHECK(h->count() == 1);
+}

@@ -287,11 +287,9 @@ TEST_CASE("two dispatchers on one store never run the same operation at once, an
   world w;
   auto sc = w.new_script();
   constexpr int n = 40;
-  {
-    auto s = w.owner();
-    for (int i = 0; i < n; ++i)
-      CHECK(test::get(s.ask(start_task{"job:" + std::to_string(i), "other"}, asio::use_future)));
-  }
+  auto s = w.owner(); // one live owner: a second spawn of its ID would fail with already_running
+  for (int i = 0; i < n; ++i)
+    CHECK(test::get(s.ask(start_task{"job:" + std::to_string(i), "other"}, asio::use_future)));
   // Both find every record at start, and race for them, five at a time
   // each, while the first attempts are held.
   sc->hold = true;
@@ -308,7 +306,6 @@ TEST_CASE("two dispatchers on one store never run the same operation at once, an
   CHECK(test::get(d1.ask(te::effects_status{}, asio::use_future)).running == 5);
   CHECK(test::get(d2.ask(te::effects_status{}, asio::use_future)).running == 5);
   sc->hold = false;
-  auto s = w.owner();
   REQUIRE(w.all_completed(s, n));
   for (int i = 0; i < n; ++i) CHECK(sc->executions("job:" + std::to_string(i)) == 1);
   CHECK(sc->max_running_same_id == 1);

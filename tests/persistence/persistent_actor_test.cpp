@@ -247,3 +247,78 @@ TEST_CASE("events holding JSON values are recovered intact") {
   CHECK(after.find("number 1\"") != std::string::npos);
   CHECK(after.find("number 40\"") != std::string::npos);
 }
+
+TEST_CASE("a second live actor of one persistence ID fails to spawn with already_running, also while the first "
+          "restarts; once the first has stopped the ID is free") {
+  tp::memory_store store;
+  auto faulty = std::make_shared<troupe::testing::faulty_journal>(journal_for(store));
+  troupe::actor_system sys;
+  auto first = sys.spawn<counter>(
+      troupe::spawn_options{.supervision = troupe::supervision::restart(3, std::chrono::seconds(10),
+                                                                        std::chrono::milliseconds(300),
+                                                                        std::chrono::milliseconds(300))},
+      tp::persistence_id{"c-twice"}, faulty);
+  CHECK(test::get(first.ask(add{1}, asio::use_future)) == 1);
+  auto spawn_again = [&] {
+    try {
+      (void)sys.spawn<counter>(tp::persistence_id{"c-twice"}, journal_for(store));
+    } catch (const troupe::error& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("c-twice"));
+      return e.code();
+    }
+    return std::error_code{};
+  };
+  CHECK(spawn_again() == tp::errc::already_running);
+  // Another journal over the same store: the same rule.
+  CHECK(spawn_again() == tp::errc::already_running);
+  // While the first restarts (a failed write; 300 ms of backoff).
+  faulty->fail_next_writes(1);
+  auto failed = first.ask(add{1}, asio::use_future);
+  REQUIRE(failed.wait_for(test::deadline) == std::future_status::ready);
+  CHECK(spawn_again() == tp::errc::already_running);
+  CHECK(test::get(first.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{1, 1}); // restarted
+  CHECK(spawn_again() == tp::errc::already_running);
+  first.stop();
+  (void)test::get(first.when_stopped(asio::use_future));
+  auto second = sys.spawn<counter>(tp::persistence_id{"c-twice"}, journal_for(store));
+  CHECK(test::get(second.ask(add{2}, asio::use_future)) == 3);
+  CHECK(store.live_ids().size() == 1);
+}
+
+TEST_CASE("an actor whose recovery failed never handles a message, also under supervision::resume") {
+  tp::memory_store store;
+  REQUIRE(!store.write("c-half", {{1, "test.added", 1, "{\"n\":1}"},
+                                  {2, "test.added", 1, "{\"n\":2}"},
+                                  {3, "test.unknown", 1, "{}"},
+                                  {4, "test.added", 1, "{\"n\":4}"}}));
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(troupe::spawn_options{.supervision = troupe::supervision::resume()},
+                              tp::persistence_id{"c-half"}, journal_for(store));
+  auto answer = c.ask(get{}, asio::use_future);
+  REQUIRE(answer.wait_for(test::deadline) == std::future_status::ready);
+  CHECK_THROWS_AS(answer.get(), troupe::error); // not the state of events 1-2
+  auto d = test::get(c.when_stopped(asio::use_future));
+  CHECK(d.reason == troupe::exit_reason::failure);
+  CHECK_THAT(d.what, Catch::Contains("sequence number 3"));
+  CHECK(store.live_ids().size() == 0);
+}
+
+TEST_CASE("recovery passes over the numbers a salvage dropped, and the next event continues after them") {
+  test::temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str());
+    REQUIRE(!s.write("c-salvaged", {{1, "test.added", 1, "{\"n\":1}"}, {2, "test.added", 1, "{\"n\":2}"}}));
+    // What a salvage leaves when it dropped events 3 to 5.
+    namespace d = tp::detail;
+    REQUIRE(s.db()
+                .Put(rocksdb::WriteOptions{}, s.journal_cf(), d::seq_key(d::id_prefix("c-salvaged"), 5),
+                     d::encode_event(d::events_lost_record(3, 5)))
+                .ok());
+  }
+  auto store = std::make_shared<tp::rocksdb_store>(dir.str());
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-salvaged"}, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+  CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{3, 5});
+  CHECK(test::get(c.ask(add{4}, asio::use_future)) == 7);
+  CHECK(store->highest_sequence_nr("c-salvaged") == 6);
+}

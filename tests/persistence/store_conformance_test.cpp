@@ -258,3 +258,27 @@ TEST_CASE("table changes survive closing and reopening the RocksDB store") {
   CHECK(v == "r");
   CHECK(s.highest_sequence_nr("p") == 1);
 }
+
+TEMPLATE_TEST_CASE("every store has the same limits: an empty or overlong ID or manifest is invalid_argument", "",
+                   memory_fixture, rocksdb_fixture) {
+  TestType f;
+  const std::error_code invalid = troupe::errc::invalid_argument;
+  const std::string empty, overlong(65536, 'p'), longest(65535, 'p');
+  for (const auto& pid : {empty, overlong}) {
+    INFO("persistence ID of " << pid.size() << " bytes");
+    CHECK(f.store.write(pid, events(1, 1)) == invalid);
+    CHECK(f.store.replay(pid, 1, tp::max_sequence_nr, UINT64_MAX, [](const tp::event_record&) {}) == invalid);
+    CHECK_THROWS_AS(f.store.highest_sequence_nr(pid), troupe::error);
+    CHECK(f.store.delete_up_to(pid, 1) == invalid);
+    CHECK(f.store.save_snapshot(pid, tp::snapshot_record{1, 0, "{}"}) == invalid);
+    std::optional<tp::snapshot_record> s;
+    CHECK(f.store.load_snapshot(pid, tp::snapshot_criteria{}, s) == invalid);
+    CHECK(f.store.delete_snapshot(pid, 1) == invalid);
+    CHECK(f.store.delete_snapshots(pid, tp::snapshot_criteria{}) == invalid);
+  }
+  CHECK(!f.store.write(longest, events(1, 1)));
+  CHECK(f.store.highest_sequence_nr(longest) == 1);
+  CHECK(f.store.write("p", {{1, std::string(65536, 'm'), 1, "{}"}}) == invalid);
+  CHECK(f.store.highest_sequence_nr("p") == 0);
+  CHECK(!f.store.write("p", {{1, std::string(65535, 'm'), 1, "{}"}}));
+}

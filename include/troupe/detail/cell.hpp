@@ -216,7 +216,7 @@ public:
               *this, instance_->on_start(),
               [this](std::exception_ptr ep) {
                 in_coroutine_ = false;
-                if (ep && on_failure(ep)) return;
+                if (ep && on_failure(ep, /*resumable=*/false)) return;
                 schedule();
               },
               [this] { coroutine_abandoned(); });
@@ -225,7 +225,7 @@ public:
           instance_->on_start();
         }
       } catch (...) {
-        if (on_failure(std::current_exception())) return;
+        if (on_failure(std::current_exception(), /*resumable=*/false)) return;
       }
     }
     run();
@@ -351,15 +351,17 @@ private:
   }
 
   /// Applies the supervision policy. True if the run loop must end (the actor
-  /// stopped, or a restart is pending).
-  bool on_failure(const std::exception_ptr& ep) noexcept {
+  /// stopped, or a restart is pending). A failure of `on_start` is not
+  /// `resumable`: the instance never started (a persistent actor's
+  /// recovery failed, say), so `resume` stops it; `restart` starts afresh.
+  bool on_failure(const std::exception_ptr& ep, bool resumable = true) noexcept {
     using d = supervision::directive;
     // A stop was asked for: it stops, whatever the policy.
     if (stop_requested()) {
       finish_stop();
       return true;
     }
-    if (policy_.on_failure == d::resume && instance_) return false;
+    if (policy_.on_failure == d::resume && instance_ && resumable) return false;
     if (policy_.on_failure == d::restart) {
       if (auto backoff = restarts_.next(policy_, std::chrono::steady_clock::now())) {
         cancel_all_timers();
@@ -480,6 +482,11 @@ public:
 private:
   template <class... A>
   void emplace(A&&... a) {
+    struct constructing {
+      cell_base* outer = std::exchange(constructing_cell, nullptr);
+      explicit constructing(cell_base* c) noexcept { constructing_cell = c; }
+      ~constructing() { constructing_cell = outer; }
+    } scope(this);
     if constexpr (std::is_constructible_v<T, context<T>, A&&...>)
       this->instance_.emplace(context<T>(this), std::forward<A>(a)...);
     else

@@ -54,6 +54,11 @@ private:
   C* c_ = nullptr;
 };
 
+/// The cell whose instance this thread is constructing (null otherwise):
+/// the base of an actor that takes no context can reach its actor through
+/// it (a persistent actor holds its persistence ID for the actor's life).
+inline thread_local cell_base* constructing_cell = nullptr;
+
 /// Rarely used per-actor state, allocated on first use.
 struct cell_extras {
   // Guarded by lock (any thread).

@@ -39,6 +39,17 @@ enum class errc {
   /// The write was refused before reaching the store (a fault-injecting
   /// journal's `reject_next_writes`); nothing was written.
   write_rejected,
+  /// The store is damaged where no crash could have damaged it (a corrupt
+  /// WAL record before its end, a damaged table file or manifest); it is
+  /// not opened. `rocksdb_options::salvage` opens it without the damage.
+  /// (`std::errc::bad_message`)
+  corrupt_store,
+  /// The disk is full; nothing of the failed write was acknowledged. Writes
+  /// succeed again once there is space. (`std::errc::no_space_on_device`)
+  storage_full,
+  /// Another live actor of this store already has the persistence ID.
+  /// (`std::errc::device_or_resource_busy`)
+  already_running,
 };
 
 namespace detail {
@@ -54,6 +65,9 @@ struct errors {
     case errc::event_too_large: return "event too large";
     case errc::events_missing: return "events needed for recovery are missing";
     case errc::write_rejected: return "write rejected";
+    case errc::corrupt_store: return "store damaged";
+    case errc::storage_full: return "storage full";
+    case errc::already_running: return "persistence ID already in use by a live actor";
     }
     return {};
   }
@@ -64,6 +78,9 @@ struct errors {
     case errc::store_format_too_new: return std::errc::not_supported;
     case errc::corrupt_record: return std::errc::bad_message;
     case errc::event_too_large: return std::errc::message_size;
+    case errc::corrupt_store: return std::errc::bad_message;
+    case errc::storage_full: return std::errc::no_space_on_device;
+    case errc::already_running: return std::errc::device_or_resource_busy;
     default: return std::nullopt;
     }
   }

@@ -9,6 +9,7 @@
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/blocking_thread.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
@@ -96,6 +97,21 @@ public:
 
   /// Deletes the snapshots matching `c`.
   virtual std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) = 0;
+
+  /// What the store reported with its latest failure (its own message, what
+  /// it was doing), for the message of an error whose code was passed on;
+  /// empty if nothing failed or the store says nothing more.
+  virtual std::string last_failure() const { return {}; }
+
+  /// The persistence IDs the live actors of this journal's store hold (at
+  /// most one actor per ID). A journal over a store shares the store's; by
+  /// default, the journal's own.
+  virtual detail::live_ids& live_ids() noexcept { return own_live_ids_; }
+
+private:
+  detail::live_ids own_live_ids_;
+
+public:
 
   // -- threads -----------------------------------------------------------------
 
@@ -248,6 +264,20 @@ public:
 
   std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) override {
     return store_.delete_snapshots(pid, c);
+  }
+
+  detail::live_ids& live_ids() noexcept override {
+    if constexpr (requires { store_.live_ids(); })
+      return store_.live_ids();
+    else
+      return journal::live_ids();
+  }
+
+  std::string last_failure() const override {
+    if constexpr (requires { store_.last_failure(); })
+      return store_.last_failure();
+    else
+      return {};
   }
 
   Store& store() noexcept { return store_; }

@@ -7,6 +7,8 @@
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
 #include <troupe/detail/stored_handler.hpp>
 
@@ -28,6 +30,9 @@ namespace troupe::persistence {
 /// wanted.
 class memory_store {
 public:
+  /// The persistence IDs its live actors hold (one actor per ID).
+  detail::live_ids& live_ids() noexcept { return live_ids_; }
+
   // -- tables -----------------------------------------------------------------
 
   /// The table named `name`, created on first use. Throws
@@ -47,7 +52,9 @@ public:
   /// persistence ID may be empty.
   std::error_code write(std::string_view pid, const std::vector<event_record>& events,
                         const std::vector<table_write>& tables) {
-    if (pid.empty() && !events.empty()) return troupe::errc::invalid_argument;
+    if (!events.empty() && !detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    for (auto& e : events)
+      if (e.manifest.size() > detail::max_manifest) return troupe::errc::invalid_argument;
     for (auto& w : tables)
       if (tables_.slot(w.table) == detail::table_registry::capacity) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
@@ -118,6 +125,7 @@ public:
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max, F&& f) {
     // In chunks, without holding the lock while `f` runs: memory stays
     // bounded and `f` may use the store.
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     constexpr std::size_t chunk = 256;
     std::vector<event_record> out;
     std::uint64_t passed = 0;
@@ -141,8 +149,10 @@ public:
   }
 
   /// The highest sequence number ever written for `pid` (0 if none); it
-  /// never decreases, also when events are deleted.
+  /// never decreases, also when events are deleted. Throws
+  /// `invalid_argument` for an invalid ID.
   sequence_nr highest_sequence_nr(std::string_view pid) {
+    detail::check_pid(pid);
     std::lock_guard g(mutex_);
     auto it = ids_.find(pid);
     return it == ids_.end() ? 0 : it->second.highest;
@@ -150,6 +160,7 @@ public:
 
   /// Deletes the events with `seq <= to`.
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
     auto it = ids_.find(pid);
     if (it == ids_.end()) return {};
@@ -162,7 +173,7 @@ public:
 
   /// Saves a snapshot; one at the same sequence number is overwritten.
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
-    if (pid.empty()) return troupe::errc::invalid_argument;
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
     ids_[std::string(pid)].snapshots[s.seq] = s;
     return {};
@@ -171,6 +182,7 @@ public:
   /// The latest snapshot matching `c`, if any.
   std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
     out.reset();
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
     auto it = ids_.find(pid);
     if (it == ids_.end()) return {};
@@ -185,6 +197,7 @@ public:
   }
 
   std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
     auto it = ids_.find(pid);
     if (it != ids_.end()) it->second.snapshots.erase(seq);
@@ -192,6 +205,7 @@ public:
   }
 
   std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
     auto it = ids_.find(pid);
     if (it == ids_.end()) return {};
@@ -206,6 +220,7 @@ private:
     std::map<sequence_nr, snapshot_record> snapshots;
   };
   std::mutex mutex_;
+  detail::live_ids live_ids_;
   std::map<std::string, id_state, std::less<>> ids_;
   detail::table_registry tables_;
   std::array<std::map<std::string, std::string, std::less<>>, detail::table_registry::capacity> data_;

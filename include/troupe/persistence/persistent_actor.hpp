@@ -91,10 +91,14 @@ public:
     ctx_.emplace(std::move(ctx));
   }
 
+  /// Spawned, the actor holds its persistence ID: at most one live actor
+  /// per ID per store — another one's construction throws `already_running`
+  /// (its spawn fails) until the first has stopped; restarts keep the ID.
   persistent_actor(persistence_id id, std::shared_ptr<journal> j, persistence_options options = {})
       : id_(std::move(id.value)), journal_(std::move(j)), options_(options) {
     if (id_.empty()) throw error(troupe::errc::invalid_argument, "persistence ID must not be empty");
     if (!journal_) throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": the journal is null");
+    if (auto* cell = troupe::detail::constructing_cell) hold_id(*cell);
     if (options_.snapshots.every != 0) {
       if (options_.snapshots.keep == 0)
         throw error(troupe::errc::invalid_argument,
@@ -285,6 +289,26 @@ private:
     return j;
   }
 
+  /// Holds the ID for this actor (from its first instance until it has
+  /// stopped: the release runs after its last instance is gone).
+  void hold_id(troupe::detail::cell_base& cell) {
+    auto& ids = journal_->live_ids();
+    const auto owner = cell.id();
+    auto held = ids.hold(id_, owner);
+    if (held.other)
+      throw error(errc::already_running, "persistence ID " + id_ + " is already in use by a live actor (actor " +
+                                             std::to_string(held.other) +
+                                             ") of this store: at most one actor per ID, until it has stopped");
+    if (!held.fresh) return; // a restart: the first instance registered the release
+    auto release = [j = journal_, pid = id_, owner](const down&) { j->live_ids().release(pid, owner); };
+    try {
+      if (auto d = cell.add_watcher(std::move(release))) ids.release(id_, owner);
+    } catch (...) {
+      ids.release(id_, owner);
+      throw;
+    }
+  }
+
   void refuse_if_failed() const {
     if (failed_)
       throw error(errc::storage_failure,
@@ -313,11 +337,15 @@ private:
     if (ec) {
       const auto code = ec == errc::write_rejected      ? errc::write_rejected
                         : ec == errc::sequence_mismatch ? errc::sequence_mismatch
+                        : ec == errc::storage_full      ? errc::storage_full
                                                         : errc::storage_failure;
       // Whether a failed write reached the disk is unknown: this instance
       // writes nothing more, even if the handler catches the error.
-      if (code == errc::storage_failure) failed_ = true;
-      throw error(code, "persisting to " + id_ + " failed: " + ec.message());
+      if (code == errc::storage_failure || code == errc::storage_full) failed_ = true;
+      auto what = "persisting to " + id_ + " failed: " + ec.message();
+      if (code == errc::storage_failure || code == errc::storage_full)
+        if (auto more = journal_->last_failure(); !more.empty()) what += " (" + more + ")";
+      throw error(code, what);
     }
   }
 

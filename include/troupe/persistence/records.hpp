@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace troupe::persistence {
@@ -34,6 +35,13 @@ struct event_record {
 };
 
 /// A snapshot of an actor's state after event `seq`.
+/// The manifest of the record a salvage (`rocksdb_options::salvage`) leaves
+/// at the last number of each persistence ID's dropped events, with payload
+/// `{"from": a, "to": b}`: recovery passes over the numbers it covers, and
+/// the next event continues after it, so that no number that may have been
+/// acknowledged is handed out again.
+inline constexpr std::string_view events_lost_manifest = "troupe.events_lost";
+
 struct snapshot_record {
   sequence_nr seq = 0;
   /// Milliseconds since the epoch when it was taken.

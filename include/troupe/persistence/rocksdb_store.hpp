@@ -11,8 +11,11 @@
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/persistence/detail/group_writer.hpp>
+#include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/detail/memtable_hints.hpp>
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
+#include <troupe/persistence/detail/rocksdb_status.hpp>
+#include <troupe/persistence/detail/salvage.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
 #include <troupe/detail/bytes.hpp>
 #include <troupe/detail/stored_handler.hpp>
@@ -21,15 +24,23 @@
 #include <asio/async_result.hpp>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +58,16 @@ struct rocksdb_options {
   /// recently written are dropped and read again (one seek) at their next
   /// write: a store with millions of IDs (one per order) stays bounded.
   std::size_t id_cache = 100'000;
+  /// Open a store whose WAL is damaged before its end (which refuses to
+  /// open with `corrupt_store` otherwise) at the last consistent point
+  /// before the damage: every write from there on is dropped, `salvaged()`
+  /// names what was, and the dropped events' numbers are never handed out
+  /// again. For an operator who has decided to lose them; see
+  /// docs/storage.md.
+  bool salvage = false;
+  /// The file system RocksDB uses; null: the machine's. Tests give a
+  /// `troupe::testing::faulty_file_system`.
+  std::shared_ptr<rocksdb::FileSystem> file_system{};
 };
 
 /// A RocksDB database holding the journal, the snapshots, and one column
@@ -64,54 +85,31 @@ public:
   static constexpr std::uint32_t format_version = 1;
 
   /// Opens (or creates) the store at `path`, with every table it already
-  /// has. Throws `troupe::error`: `store_locked` when another process has it
-  /// open, `store_format_too_new` for a newer format, `storage_failure`
-  /// otherwise.
-  explicit rocksdb_store(const std::string& path, rocksdb_options options = {}) : options_(options) {
+  /// has. Throws `troupe::error`:
+  /// - `store_locked` when another process (or another store object of this
+  ///   one) has it open, naming the process;
+  /// - `store_format_too_new` for a newer format (checked before anything
+  ///   is written: the store is left unchanged);
+  /// - `corrupt_store` when it is damaged beyond what a crash leaves (see
+  ///   `rocksdb_options::salvage`), naming the file and what RocksDB found;
+  /// - `storage_full`, or `storage_failure` for any other failure, with
+  ///   RocksDB's message.
+  explicit rocksdb_store(const std::string& path, rocksdb_options options = {})
+      : options_(std::move(options)), path_(path) {
     if (options_.id_cache == 0)
       throw error(troupe::errc::invalid_argument, "rocksdb_options::id_cache must be at least 1");
-    rocksdb::DBOptions db_options;
-    db_options.create_if_missing = options.create_if_missing;
-    db_options.create_missing_column_families = true;
-    // What the store has (nothing, if it is new): every column family must
-    // be opened.
-    std::vector<std::string> existing;
-    (void)rocksdb::DB::ListColumnFamilies(db_options, path, &existing);
-    std::vector<std::string> names(std::begin(detail::rocksdb_layout::own_column_families),
-                                   std::end(detail::rocksdb_layout::own_column_families));
-    std::vector<std::string> tables;
-    for (auto& n : existing)
-      if (!detail::rocksdb_layout::reserved(n)) tables.push_back(n);
-    std::sort(tables.begin(), tables.end());
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (auto& n : names) cfs.emplace_back(n, own_options(n));
-    for (auto& n : tables) cfs.emplace_back(n, table_options());
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    auto st = rocksdb::DB::Open(db_options, path, cfs, &handles, &db);
-    if (!st.ok()) {
-      if (st.IsIOError() && st.ToString().find("lock") != std::string::npos)
-        throw error(errc::store_locked,
-                    "cannot open store " + path + ": locked by another process (" + st.ToString() + ")");
-      throw error(errc::storage_failure, "cannot open store " + path + ": " + st.ToString());
-    }
-    db_.reset(db);
-    handles_ = handles;
-    layout_.db = db;
-    layout_.journal = handles_[1];
-    layout_.snapshots = handles_[2];
-    layout_.meta = handles_[3];
-    for (std::size_t i = 0; i < tables.size(); ++i) {
-      auto t = registry_.add(tables[i]);
-      layout_.tables[detail::table_registry::slot_of(t)].store(handles_[names.size() + i], std::memory_order_release);
-    }
+    std::error_code ec;
+    registered_ = std::filesystem::weakly_canonical(path, ec).string();
+    if (ec || registered_.empty()) registered_ = path;
+    if (options_.file_system) env_ = rocksdb::NewCompositeEnv(options_.file_system);
+    if (!detail::open_stores::add(registered_))
+      throw error(errc::store_locked, "cannot open store " + path + ": this process has it open already");
     try {
-      check_format(path);
+      open();
     } catch (...) {
-      close_handles();
+      detail::open_stores::remove(registered_);
       throw;
     }
-    writer_.emplace(layout_, write_options(), options_.id_cache);
   }
 
   rocksdb_store(const rocksdb_store&) = delete;
@@ -119,9 +117,30 @@ public:
 
   ~rocksdb_store() {
     writer_.reset(); // writes what is queued
-    close_handles();
+    close_db();
+    detail::open_stores::remove(registered_);
   }
 
+  /// The persistence IDs its live actors hold (one actor per ID).
+  detail::live_ids& live_ids() noexcept { return live_ids_; }
+
+  /// The store's directory.
+  const std::string& path() const noexcept { return path_; }
+
+  /// What the latest failed operation reported (RocksDB's message, the
+  /// persistence ID or table concerned); empty if none failed. With several
+  /// failures at once, one of them.
+  std::string last_failure() const { return failures_.get(); }
+
+  /// What a salvage (`rocksdb_options::salvage`) found and left out, a line
+  /// each: RocksDB's reports of the damaged WAL records (file, bytes,
+  /// reason); for each persistence ID the numbers of its dropped events;
+  /// the count of dropped records of each table. Empty when the store was
+  /// not damaged, or not opened with `salvage`.
+  const std::vector<std::string>& salvaged() const noexcept { return salvaged_; }
+
+  /// The database, for tests and tools (not while a failed write's reopen
+  /// is failing: then there is none).
   rocksdb::DB& db() noexcept { return *db_; }
   rocksdb::ColumnFamilyHandle* journal_cf() const noexcept { return layout_.journal; }
   rocksdb::ColumnFamilyHandle* snapshots_cf() const noexcept { return layout_.snapshots; }
@@ -140,17 +159,22 @@ public:
       throw error(troupe::errc::invalid_argument, "'" + std::string(name) + "' cannot name a table");
     std::lock_guard g(tables_mutex_);
     if (auto t = registry_.find(name)) return *t;
+    auto r = read_db();
+    if (!r.db) throw error(errc::storage_failure, "cannot create table " + std::string(name) + ": " + last_failure());
     rocksdb::ColumnFamilyHandle* h = nullptr;
-    auto st = db_->CreateColumnFamily(table_options(), std::string(name), &h);
-    if (!st.ok()) throw error(errc::storage_failure, "cannot create table " + std::string(name) + ": " + st.ToString());
+    auto st = r.db->CreateColumnFamily(table_options(), std::string(name), &h);
+    if (!st.ok())
+      throw error(detail::status_code(st, errc::corrupt_store),
+                  "cannot create table " + std::string(name) + " in " + path_ + ": " + st.ToString());
     table t;
     try {
       t = registry_.add(name);
     } catch (...) {
-      db_->DestroyColumnFamilyHandle(h);
+      r.db->DestroyColumnFamilyHandle(h);
       throw;
     }
     layout_.tables[detail::table_registry::slot_of(t)].store(h, std::memory_order_release);
+    table_count_.fetch_add(1, std::memory_order_release);
     return t;
   }
 
@@ -179,7 +203,7 @@ public:
   void submit(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
               troupe::detail::unique_function<void(std::error_code)> done) {
     for (auto& w : tables)
-      if (!layout_.table_cf(w.table)) return done(troupe::errc::invalid_argument);
+      if (!is_table(w.table)) return done(troupe::errc::invalid_argument);
     writer_->submit({std::move(pid), std::move(events), std::move(tables), {}, std::move(done)});
   }
 
@@ -190,8 +214,7 @@ public:
   /// this store.
   void write_later(std::vector<table_write> tables) {
     for (auto& w : tables)
-      if (!layout_.table_cf(w.table))
-        throw error(troupe::errc::invalid_argument, "write_later: not a table of this store");
+      if (!is_table(w.table)) throw error(troupe::errc::invalid_argument, "write_later: not a table of this store");
     writer_->later(std::move(tables));
   }
 
@@ -215,12 +238,14 @@ public:
   /// The value of `key` in table `t` (empty if none).
   std::error_code get(table t, std::string_view key, std::optional<std::string>& out) {
     out.reset();
+    if (!is_table(t)) return troupe::errc::invalid_argument;
+    auto r = read_db();
+    if (!r.db) return errc::storage_failure;
     auto* cf = layout_.table_cf(t);
-    if (!cf) return troupe::errc::invalid_argument;
     std::string v;
-    auto st = db_->Get(rocksdb::ReadOptions{}, cf, rocksdb::Slice(key.data(), key.size()), &v);
+    auto st = r.db->Get(rocksdb::ReadOptions{}, cf, rocksdb::Slice(key.data(), key.size()), &v);
     if (st.IsNotFound()) return {};
-    if (!st.ok()) return errc::storage_failure;
+    if (!st.ok()) return read_failed(st, "a key of table " + std::string(registry_.name(t)));
     out = std::move(v);
     return {};
   }
@@ -229,15 +254,18 @@ public:
   /// start with `prefix`, in key order, until it returns false.
   template <class F>
   std::error_code scan(table t, std::string_view prefix, F&& f) {
+    if (!is_table(t)) return troupe::errc::invalid_argument;
+    auto r = read_db();
+    if (!r.db) return errc::storage_failure;
     auto* cf = layout_.table_cf(t);
-    if (!cf) return troupe::errc::invalid_argument;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, cf));
+    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(rocksdb::ReadOptions{}, cf));
     for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
       auto key = it->key().ToStringView();
       if (!key.starts_with(prefix)) break;
       if (!f(key, it->value().ToStringView())) break;
     }
-    return it->status().ok() ? std::error_code{} : std::error_code(errc::storage_failure);
+    if (!it->status().ok()) return read_failed(it->status(), "table " + std::string(registry_.name(t)));
+    return {};
   }
 
   // -- reads of the journal ------------------------------------------------------
@@ -247,6 +275,7 @@ public:
   /// `errc::corrupt_record` names the persistence ID and sequence number.
   template <class F>
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max, F&& f) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     if (from > to || max == 0) return {};
     const auto prefix = detail::id_prefix(pid);
     const auto end = detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1);
@@ -257,29 +286,46 @@ public:
     ro.readahead_size = 2 << 20;
     rocksdb::Slice upper(end);
     if (to != max_sequence_nr) ro.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, journal_cf()));
+    auto r = read_db();
+    if (!r.db) return errc::storage_failure;
+    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, journal_cf()));
     std::uint64_t n = 0;
     event_record e;
+    sequence_nr last = from - 1;
     for (it->Seek(detail::seq_key(prefix, from)); it->Valid() && n < max; it->Next(), ++n) {
       auto key = it->key().ToStringView();
       if (!detail::has_prefix(key, prefix)) break;
       auto seq = detail::seq_of_key(key);
       if (seq > to) break;
-      if (!detail::decode_event(it->value().ToStringView(), seq, e)) return errc::corrupt_record;
+      if (!detail::decode_event(it->value().ToStringView(), seq, e)) {
+        failures_.set("event " + std::to_string(seq) + " of " + std::string(pid) + " in " + path_ +
+                      " does not decode (bad checksum or layout)");
+        return errc::corrupt_record;
+      }
       f(e);
+      last = seq;
     }
-    if (!it->status().ok()) return errc::storage_failure;
+    if (!it->status().ok())
+      return read_failed(it->status(), "the events of " + std::string(pid) + " after sequence number " +
+                                           std::to_string(last));
     return {};
   }
 
   /// The highest sequence number ever written for `pid` (0 if none). It
   /// never decreases, also when events are deleted: it is the larger of the
   /// last event's number and the watermark `delete_up_to` leaves in `meta`.
-  sequence_nr highest_sequence_nr(std::string_view pid) { return layout_.read_highest(detail::id_prefix(pid)); }
+  /// Throws `troupe::error` if the store cannot say.
+  sequence_nr highest_sequence_nr(std::string_view pid) {
+    detail::check_pid(pid);
+    auto r = read_db();
+    if (!r.db) throw error(errc::storage_failure, last_failure());
+    return layout_.read_highest(detail::id_prefix(pid));
+  }
 
   /// Deletes the events with `seq <= to` (a range delete; the highest
   /// sequence number stays).
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     auto prefix = detail::id_prefix(pid);
     return writer_->run(std::string(pid), [this, prefix, to](rocksdb::WriteBatch& b) -> std::error_code {
       // The watermark with the deletion: the highest number it removes, so
@@ -307,6 +353,7 @@ public:
 
   /// Saves a snapshot; one at the same sequence number is overwritten.
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     auto key = detail::seq_key(detail::id_prefix(pid), s.seq);
     return writer_->run(std::string(pid), [this, key, value = detail::encode_snapshot(s)](rocksdb::WriteBatch& b) {
       b.Put(snapshots_cf(), key, value);
@@ -319,8 +366,11 @@ public:
   /// caller may fall back to an older one with a lower `max_seq`).
   std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
     out.reset();
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     const auto prefix = detail::id_prefix(pid);
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
+    auto r = read_db();
+    if (!r.db) return errc::storage_failure;
+    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
     snapshot_record s;
     for (it->SeekForPrev(detail::seq_key(prefix, c.max_seq)); it->Valid(); it->Prev()) {
       auto key = it->key().ToStringView();
@@ -328,6 +378,8 @@ public:
       auto seq = detail::seq_of_key(key);
       if (seq < c.min_seq) break;
       if (!detail::decode_snapshot(it->value().ToStringView(), seq, s)) {
+        failures_.set("snapshot " + std::to_string(seq) + " of " + std::string(pid) + " in " + path_ +
+                      " does not decode (bad checksum or layout)");
         out.emplace().seq = seq;
         return errc::corrupt_record;
       }
@@ -336,11 +388,12 @@ public:
         return {};
       }
     }
-    if (!it->status().ok()) return errc::storage_failure;
+    if (!it->status().ok()) return read_failed(it->status(), "the snapshots of " + std::string(pid));
     return {};
   }
 
   std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     auto key = detail::seq_key(detail::id_prefix(pid), seq);
     return writer_->run(std::string(pid), [this, key](rocksdb::WriteBatch& b) {
       b.Delete(snapshots_cf(), key);
@@ -349,8 +402,11 @@ public:
   }
 
   std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     const auto prefix = detail::id_prefix(pid);
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
+    auto r = read_db();
+    if (!r.db) return errc::storage_failure;
+    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
     std::vector<std::string> doomed;
     snapshot_record s;
     for (it->Seek(detail::seq_key(prefix, c.min_seq)); it->Valid(); it->Next()) {
@@ -360,7 +416,9 @@ public:
       if (seq > c.max_seq) break;
       if (!detail::decode_snapshot(it->value().ToStringView(), seq, s) || c.matches(s)) doomed.emplace_back(key);
     }
-    if (!it->status().ok()) return errc::storage_failure;
+    if (!it->status().ok()) return read_failed(it->status(), "the snapshots of " + std::string(pid));
+    it.reset();
+    r.lock.unlock(); // the writer may need the database alone (a reopen)
     if (doomed.empty()) return {};
     return writer_->run(std::string(pid), [this, doomed = std::move(doomed)](rocksdb::WriteBatch& b) {
       for (auto& key : doomed) b.Delete(snapshots_cf(), key);
@@ -406,18 +464,246 @@ private:
     return wo;
   }
 
-  void close_handles() noexcept {
-    for (auto& t : layout_.tables)
-      if (auto* h = t.exchange(nullptr)) {
-        if (std::find(handles_.begin(), handles_.end(), h) == handles_.end()) db_->DestroyColumnFamilyHandle(h);
-      }
-    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
-    handles_.clear();
-    db_->Close();
-    db_.reset();
+  /// Opens RocksDB with the store's own column families and `tables`
+  /// (registered now at the first open, already at a reopen).
+  rocksdb::Status open_db(const std::vector<std::string>& tables, bool first) {
+    auto o = db_options();
+    o.info_log = logger_;
+    o.create_if_missing = options_.create_if_missing;
+    o.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (auto* n : detail::rocksdb_layout::own_column_families) cfs.emplace_back(n, own_options(n));
+    for (auto& n : tables) cfs.emplace_back(n, table_options());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    auto st = rocksdb::DB::Open(o, path_, cfs, &handles, &db);
+    if (!st.ok()) return st;
+    constexpr std::size_t own = std::size(detail::rocksdb_layout::own_column_families);
+    db_.reset(db);
+    own_handles_.assign(handles.begin(), handles.begin() + own);
+    layout_.db = db;
+    layout_.journal = handles[1];
+    layout_.snapshots = handles[2];
+    layout_.meta = handles[3];
+    for (std::size_t i = 0; i < tables.size(); ++i) {
+      auto t = first ? registry_.add(tables[i]) : *registry_.find(tables[i]);
+      layout_.tables[detail::table_registry::slot_of(t)].store(handles[own + i], std::memory_order_release);
+      if (first) table_count_.fetch_add(1, std::memory_order_release);
+    }
+    return st;
   }
 
-  void check_format(const std::string& path) {
+  void close_db() noexcept {
+    if (!db_) return;
+    for (auto& t : layout_.tables)
+      if (auto* h = t.exchange(nullptr)) db_->DestroyColumnFamilyHandle(h);
+    for (auto* h : own_handles_) db_->DestroyColumnFamilyHandle(h);
+    own_handles_.clear();
+    db_->Close();
+    db_.reset();
+    layout_.db = nullptr;
+    layout_.journal = layout_.snapshots = layout_.meta = nullptr;
+  }
+
+  /// On the writer thread, when RocksDB cannot resume after a failed write
+  /// (a failure during its own recovery, the disk still full, leaves it
+  /// stopped for good): closes and opens the database again, which replays
+  /// the WAL, so everything acknowledged is there. Reads wait meanwhile;
+  /// if the open fails, they fail until a later write's reopen succeeds.
+  rocksdb::Status reopen() {
+    std::unique_lock l(db_mutex_);
+    close_db();
+    return open_db(registry_.names(), false);
+  }
+
+  /// Shared access to the database for a read: null (and a failure noted)
+  /// when it is closed after a failed reopen.
+  struct read_access {
+    std::shared_lock<std::shared_mutex> lock;
+    rocksdb::DB* db;
+  };
+  read_access read_db() {
+    read_access r{std::shared_lock(db_mutex_), db_.get()};
+    if (!r.db) failures_.set("store " + path_ + " is closed after a failure; the next write reopens it");
+    return r;
+  }
+
+  /// Whether `t` is one of this store's tables (a registered table's slot).
+  bool is_table(table t) const noexcept {
+    return detail::table_registry::slot_of(t) < table_count_.load(std::memory_order_acquire);
+  }
+
+  /// The name of the file holding the format version, next to RocksDB's
+  /// files: read before RocksDB opens anything, so that a store of a newer
+  /// format is refused untouched.
+  static constexpr const char* format_file = "troupe-format";
+
+  rocksdb::DBOptions db_options() const {
+    rocksdb::DBOptions o;
+    if (env_) o.env = env_.get();
+    // A record damaged before the WAL's end is not a crash's doing: refuse
+    // it rather than silently recover to the point before it (RocksDB's
+    // default), unless the operator asked for that.
+    o.wal_recovery_mode = options_.salvage ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
+                                           : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+    return o;
+  }
+
+  [[noreturn]] void fail_open(const rocksdb::Status& st, const std::string& doing) const {
+    auto code = detail::status_code(st, errc::corrupt_store);
+    std::string what = "cannot open store " + path_ + ": " + doing + ": " + st.ToString();
+    if (logger_)
+      for (auto& d : logger_->damage()) what += "; " + d;
+    if (code == errc::corrupt_store)
+      what += ". Nothing was changed; rocksdb_options::salvage opens it without the damaged records";
+    throw error(code, what);
+  }
+
+  void open() {
+    namespace fs = std::filesystem;
+    if (auto holder = detail::lock_holder(path_))
+      throw error(errc::store_locked,
+                  "cannot open store " + path_ + ": locked by another process (pid " + std::to_string(holder) + ")");
+    std::error_code fec;
+    const bool exists = fs::exists(fs::path(path_) / "CURRENT", fec);
+    bool format_known = false;
+    if (exists) format_known = read_format_file();
+    std::vector<std::string> existing;
+    if (exists) {
+      auto st = rocksdb::DB::ListColumnFamilies(db_options(), path_, &existing);
+      if (!st.ok()) fail_open(st, "cannot read its column families");
+      if (!format_known) read_format_read_only(existing);
+    } else if (options_.create_if_missing) {
+      fs::create_directories(path_, fec);
+      if (fec) throw error(errc::storage_failure, "cannot create store " + path_ + ": " + fec.message());
+    }
+    // From here on the store is of a format this code reads.
+    logger_ = std::make_shared<detail::store_logger>(path_ + "/LOG");
+    std::vector<std::string> tables;
+    for (auto& n : existing)
+      if (!detail::rocksdb_layout::reserved(n)) tables.push_back(n);
+    std::sort(tables.begin(), tables.end());
+    // Every write of the WAL, read before RocksDB recovers (and may remove)
+    // it, to name what the salvage drops.
+    std::vector<detail::wal_write> wal;
+    if (options_.salvage && exists) wal = read_wal_files();
+    if (auto st = open_db(tables, true); !st.ok()) fail_open(st, "RocksDB refused it");
+    if (options_.salvage && exists) {
+      try {
+        salvage(wal);
+      } catch (...) {
+        close_db();
+        throw;
+      }
+    }
+    try {
+      check_format();
+    } catch (...) {
+      close_db();
+      throw;
+    }
+    writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
+  }
+
+  /// The format file's version, if the store has the file (false if not);
+  /// throws for a newer one, or an unreadable file.
+  bool read_format_file() const {
+    const auto file = std::filesystem::path(path_) / format_file;
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) return false;
+    std::ifstream in(file);
+    std::uint64_t v = 0;
+    if (!(in >> v))
+      throw error(errc::corrupt_store, "cannot open store " + path_ + ": " + file.string() + " holds no format version");
+    refuse_if_newer(v);
+    return true;
+  }
+
+  /// A store written before the format file existed: its version from
+  /// `meta`, read without writing anything.
+  void read_format_read_only(const std::vector<std::string>& existing) {
+    if (std::find(existing.begin(), existing.end(), "meta") == existing.end()) return; // not a troupe store yet
+    rocksdb::DBOptions o = db_options();
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs{{"default", {}}, {"meta", {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    auto st = rocksdb::DB::OpenForReadOnly(o, path_, cfs, &handles, &raw);
+    if (!st.ok()) fail_open(st, "cannot read its format version");
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string v;
+    st = db->Get(rocksdb::ReadOptions{}, handles[1], "format", &v);
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    if (st.IsNotFound()) return;
+    if (!st.ok()) fail_open(st, "cannot read its format version");
+    if (v.size() != 4) throw error(errc::corrupt_store, "cannot open store " + path_ + ": its format version is unreadable");
+    refuse_if_newer(troupe::detail::get_be(v, 0, 4));
+  }
+
+  void refuse_if_newer(std::uint64_t found) const {
+    if (found > format_version)
+      throw error(errc::store_format_too_new, "store " + path_ + " has format version " + std::to_string(found) +
+                                                  "; this troupe reads up to " + std::to_string(format_version) +
+                                                  " (the store was left unchanged)");
+  }
+
+  /// The writes of the store's WAL files, oldest first.
+  std::vector<detail::wal_write> read_wal_files() const {
+    std::vector<std::filesystem::path> files;
+    for (auto& e : std::filesystem::directory_iterator(path_))
+      if (e.path().extension() == ".log") files.push_back(e.path());
+    std::sort(files.begin(), files.end()); // zero-padded numbers
+    std::vector<detail::wal_write> out;
+    for (auto& f : files) {
+      auto w = detail::read_wal(f.string());
+      out.insert(out.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
+    }
+    return out;
+  }
+
+  /// After a point-in-time open of a damaged store: names what it dropped,
+  /// leaves an `events_lost` record at the last dropped number of each ID
+  /// (so that no number that may have been acknowledged is handed out
+  /// again, and recovery passes over them), and flushes everything, so that
+  /// the damaged WAL is gone and the next open is an ordinary one.
+  void salvage(const std::vector<detail::wal_write>& wal) {
+    for (auto& line : logger_->damage()) salvaged_.push_back("RocksDB: " + line);
+    if (salvaged_.empty()) return; // nothing was damaged
+    std::map<std::uint32_t, std::string> names;
+    std::vector<rocksdb::ColumnFamilyHandle*> all(own_handles_);
+    for (auto& t : layout_.tables)
+      if (auto* h = t.load(std::memory_order_acquire)) all.push_back(h);
+    for (auto* h : all) names[h->GetID()] = h->GetName();
+    const auto lost = detail::dropped_writes(wal, db_->GetLatestSequenceNumber(), names);
+    rocksdb::WriteBatch markers;
+    for (auto& [prefix, range] : lost.events) {
+      const auto kept = layout_.read_highest(prefix);
+      const auto pid = detail::pid_of_prefix(prefix);
+      if (range.second <= kept) continue;
+      const auto from = kept + 1;
+      salvaged_.push_back("events " + std::to_string(from) + " to " + std::to_string(range.second) + " of " + pid +
+                          " dropped (numbers kept by a " + std::string(events_lost_manifest) +
+                          " record at " + std::to_string(range.second) + ")");
+      markers.Put(journal_cf(), detail::seq_key(prefix, range.second),
+                  detail::encode_event(detail::events_lost_record(from, range.second)));
+    }
+    for (auto& [cf, n] : lost.records)
+      salvaged_.push_back(std::to_string(n) + " record(s) of " + (cf == "meta" ? std::string("meta") : "table " + cf) +
+                          " dropped");
+    if (lost.unreadable_bytes)
+      salvaged_.push_back(std::to_string(lost.unreadable_bytes) +
+                          " bytes of writes could not be decoded: what they held cannot be named, and numbers "
+                          "of events in them alone are not kept");
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    if (markers.Count() > 0)
+      if (auto st = db_->Write(wo, &markers); !st.ok()) fail_open(st, "cannot write the salvage's markers");
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    if (auto st = db_->Flush(fo, all); !st.ok()) fail_open(st, "cannot flush the salvaged store");
+  }
+
+  /// The format in `meta` (written for a new store) and in the format file.
+  void check_format() {
     std::string v;
     auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), "format", &v);
     if (st.IsNotFound()) {
@@ -425,21 +711,58 @@ private:
       troupe::detail::put_u32(f, format_version);
       rocksdb::WriteOptions wo;
       wo.sync = true;
-      if (!db_->Put(wo, meta_cf(), "format", f).ok())
-        throw error(errc::storage_failure, "cannot write the format version of " + path);
-      return;
+      if (auto w = db_->Put(wo, meta_cf(), "format", f); !w.ok()) fail_open(w, "cannot write its format version");
+    } else if (!st.ok()) {
+      fail_open(st, "cannot read its format version");
+    } else if (v.size() != 4) {
+      throw error(errc::corrupt_store, "cannot open store " + path_ + ": its format version is unreadable");
+    } else {
+      refuse_if_newer(troupe::detail::get_be(v, 0, 4));
     }
-    if (!st.ok() || v.size() != 4) throw error(errc::storage_failure, "cannot read the format version of " + path);
-    auto found = troupe::detail::get_be(v, 0, 4);
-    if (found > format_version) {
-      throw error(errc::store_format_too_new, "store " + path + " has format version " + std::to_string(found) +
-                                                  "; this troupe reads up to " + std::to_string(format_version));
+    write_format_file();
+  }
+
+  void write_format_file() const {
+    const auto file = std::filesystem::path(path_) / format_file;
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec)) return;
+    const auto tmp = file.string() + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << format_version << "\n";
+      if (!out.flush()) throw error(errc::storage_failure, "cannot write " + tmp);
     }
+    sync_path(tmp);
+    std::filesystem::rename(tmp, file, ec);
+    if (ec) throw error(errc::storage_failure, "cannot write " + file.string() + ": " + ec.message());
+    sync_path(path_);
+  }
+
+  static void sync_path(const std::string& p) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+
+  /// Records a failed read: what RocksDB said, and of what.
+  std::error_code read_failed(const rocksdb::Status& st, const std::string& of) {
+    failures_.set("reading " + of + " from " + path_ + ": " + st.ToString());
+    return detail::status_code(st);
   }
 
   rocksdb_options options_;
+  std::string path_;
+  std::string registered_; // in detail::open_stores
+  std::unique_ptr<rocksdb::Env> env_; // over options_.file_system
+  std::shared_ptr<detail::store_logger> logger_;
+  detail::failure_note failures_;
+  detail::live_ids live_ids_;
+  std::vector<std::string> salvaged_;
   std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_; // opened with the store
+  std::vector<rocksdb::ColumnFamilyHandle*> own_handles_; // journal, snapshots, meta (and default)
+  std::shared_mutex db_mutex_;                           // reads share it; a reopen has it alone
+  std::atomic<std::size_t> table_count_{0};
   detail::rocksdb_layout layout_;
   detail::table_registry registry_;
   std::mutex tables_mutex_; // open_table

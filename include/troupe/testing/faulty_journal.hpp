@@ -84,6 +84,8 @@ public:
   }
 
   void run_blocking(troupe::detail::unique_function<void()> f) override { inner_->run_blocking(std::move(f)); }
+  persistence::detail::live_ids& live_ids() noexcept override { return inner_->live_ids(); }
+  std::string last_failure() const override { return inner_->last_failure(); }
   persistence::blocking_thread* applier() noexcept override { return inner_->applier(); }
 
   std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,

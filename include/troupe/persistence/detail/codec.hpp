@@ -21,6 +21,16 @@ using troupe::detail::put_u64;
 inline constexpr std::size_t max_persistence_id = troupe::detail::max_prefixed_name;
 inline constexpr std::size_t max_manifest = 0xFFFF;
 
+/// Whether every store accepts `pid` as a persistence ID (1 to 65,535 bytes).
+inline bool valid_pid(std::string_view pid) noexcept { return !pid.empty() && pid.size() <= max_persistence_id; }
+
+/// Throws `invalid_argument` naming the limit unless `valid_pid(pid)`.
+inline void check_pid(std::string_view pid) {
+  if (!valid_pid(pid))
+    throw error(troupe::errc::invalid_argument,
+                "persistence ID must have 1 to 65535 bytes (has " + std::to_string(pid.size()) + ")");
+}
+
 /// The persistence ID with its `u16` length: the prefix of every key of one
 /// ID. Throws `invalid_argument` for an empty ID or one over 65,535 bytes.
 inline std::string id_prefix(std::string_view pid) {

@@ -9,6 +9,7 @@
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
+#include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/detail/bytes.hpp>
 #include <troupe/detail/unique_function.hpp>
 
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <future>
@@ -43,8 +45,12 @@ public:
     troupe::detail::unique_function<void(std::error_code)> done;
   };
 
-  group_writer(const rocksdb_layout& layout, rocksdb::WriteOptions options, std::size_t id_cache)
-      : layout_(layout), write_options_(options), id_cache_(id_cache) {
+  /// `reopen` closes and opens the database again (on this thread), when
+  /// RocksDB cannot resume after a failed write.
+  group_writer(const rocksdb_layout& layout, rocksdb::WriteOptions options, std::size_t id_cache,
+               failure_note& failures, troupe::detail::unique_function<rocksdb::Status()> reopen)
+      : layout_(layout), write_options_(options), id_cache_(id_cache), failures_(failures),
+        reopen_(std::move(reopen)) {
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "troupe-writer"); // in top, perf, gdb
       loop();
@@ -164,6 +170,10 @@ private:
   /// `write_later` queued for it.
   void commit_group(std::vector<request>& group, const std::vector<table_write>& later) {
     ++groups_;
+    if (auto ec = recover()) {
+      for (auto& r : group) r.done(ec);
+      return;
+    }
     // In key order: consecutive memtable inserts then land next to each
     // other. Requests of one ID keep their relative order (stable sort).
     order_.clear();
@@ -182,6 +192,7 @@ private:
         try {
           id = &entry(r->pid);
         } catch (const error& e) {
+          failures_.set(e.what());
           r->done(e.code());
           continue;
         }
@@ -219,12 +230,14 @@ private:
     auto wo = write_options_;
     auto st = layout_.db->Write(wo, &batch_);
     std::error_code ec;
+    if (!st.ok()) failed_ = true;
     if (st.ok()) {
       batches_.fetch_add(1, std::memory_order_relaxed);
       events_.fetch_add(events, std::memory_order_relaxed);
       records_.fetch_add(batch_.Count(), std::memory_order_relaxed);
     } else {
-      ec = errc::storage_failure;
+      ec = st.IsNoSpace() ? errc::storage_full : errc::storage_failure;
+      failures_.set("writing to the store failed, nothing of the write was acknowledged: " + st.ToString());
       // Nothing was written: roll the highest numbers back (in reverse, so
       // an ID with several requests gets the first one's).
       for (auto a = accepted_.rbegin(); a != accepted_.rend(); ++a)
@@ -232,6 +245,32 @@ private:
     }
     for (auto& a : accepted_) a.r->done(ec);
   }
+
+  /// After a failed write RocksDB refuses every write (its background
+  /// error) until resumed; when it cannot resume, the store is reopened.
+  /// What the writer knew of sequence numbers is read again: a write that
+  /// failed may still be in the WAL (synced or not), and is then part of the
+  /// journal. While the cause lasts (the disk still full) the attempt fails,
+  /// at most once per `retry_interval`; in between, writes fail as it did.
+  std::error_code recover() {
+    if (!failed_) return {};
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_attempt_ < retry_interval) return last_error_;
+    last_attempt_ = now;
+    ids_.clear();
+    auto st = layout_.db ? layout_.db->Resume() : rocksdb::Status::Incomplete();
+    if (!st.ok()) st = reopen_();
+    if (st.ok()) {
+      failed_ = false;
+      last_error_ = {};
+      return {};
+    }
+    last_error_ = st.IsNoSpace() ? errc::storage_full : errc::storage_failure;
+    failures_.set("the store stopped after a failed write, and reopening it failed: " + st.ToString());
+    return last_error_;
+  }
+
+  static constexpr std::chrono::milliseconds retry_interval{50};
 
   void put_table(const table_write& w) {
     if (w.value)
@@ -267,6 +306,8 @@ private:
   const rocksdb_layout& layout_;
   const rocksdb::WriteOptions write_options_;
   const std::size_t id_cache_;
+  failure_note& failures_;
+  troupe::detail::unique_function<rocksdb::Status()> reopen_;
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -283,6 +324,9 @@ private:
   };
   std::unordered_map<std::string, id_entry> ids_;
   std::uint64_t groups_ = 0; // groups committed, the clock of `id_entry::used`
+  bool failed_ = false;      // a write failed: recover() before the next
+  std::chrono::steady_clock::time_point last_attempt_{};
+  std::error_code last_error_;
   std::vector<request*> order_;
   std::vector<accepted_request> accepted_;
   rocksdb::WriteBatch batch_;

@@ -52,6 +52,10 @@ public:
     using list = typename Derived::events;
     using library = typename troupe::detail::troupe_events_or<Derived, event_types<>>::type;
     auto apply_record = [&](const event_record& r) {
+      if (r.manifest == events_lost_manifest) { // numbers a salvage dropped: nothing to apply
+        out_.seq = r.seq;
+        return;
+      }
       if (!dispatch(list{}, r) && !dispatch(library{}, r))
         throw error(errc::corrupt_record,
                     failure(r.seq, r.manifest,
@@ -62,17 +66,19 @@ public:
     replay_pipeline<decltype(apply_record)> pipeline(journal_.applier(), apply_record);
     sequence_nr expected = out_.seq + 1;
     auto ec = journal_.replay(pid_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
-      if (r.seq != expected)
+      if (r.seq != expected && !(r.manifest == events_lost_manifest && lost_from(r) == expected))
         throw error(errc::events_missing, failure(r.seq, r.manifest,
                                                   "events " + std::to_string(expected) + " to " +
                                                       std::to_string(r.seq - 1) + " are missing"));
       pipeline.push(r);
-      ++expected;
+      expected = r.seq + 1;
     });
     if (ec) {
       pipeline.abandon();
+      auto what = "cannot read the journal: " + ec.message();
+      if (auto more = journal_.last_failure(); !more.empty()) what += " (" + more + ")";
       throw error(ec == errc::corrupt_record ? errc::corrupt_record : errc::storage_failure,
-                  failure(expected, {}, "cannot read the journal: " + ec.message()));
+                  failure(expected, {}, what));
     }
     pipeline.finish();
     // Every number up to the highest was written, atomically with the
@@ -87,6 +93,15 @@ public:
   }
 
 private:
+  /// The first number an `events_lost` record covers.
+  sequence_nr lost_from(const event_record& r) const {
+    try {
+      return boost::json::parse(r.payload).at("from").to_number<sequence_nr>();
+    } catch (const std::exception& ex) {
+      throw error(errc::corrupt_record, failure(r.seq, r.manifest, std::string("unreadable: ") + ex.what()));
+    }
+  }
+
   std::string failure(sequence_nr seq, std::string_view manifest, const std::string& what) const {
     return "recovery of " + pid_ + " failed at sequence number " + std::to_string(seq) +
            (manifest.empty() ? std::string() : " (" + std::string(manifest) + ")") + ": " + what;

@@ -7,6 +7,7 @@
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
 
 #include <rocksdb/db.h>
@@ -55,7 +56,8 @@ struct rocksdb_layout {
     std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions{}, journal));
     it->SeekForPrev(seq_key(prefix, at_most));
     if (it->Valid() && has_prefix(it->key().ToStringView(), prefix)) return seq_of_key(it->key().ToStringView());
-    if (!it->status().ok()) throw error(errc::storage_failure, "cannot read the journal: " + it->status().ToString());
+    if (!it->status().ok())
+      throw error(status_code(it->status()), "cannot read the journal: " + it->status().ToString());
     return 0;
   }
 
@@ -64,8 +66,8 @@ struct rocksdb_layout {
     std::string v;
     auto st = db->Get(rocksdb::ReadOptions{}, meta, highest_key(prefix), &v);
     if (st.IsNotFound()) return 0;
-    if (!st.ok() || v.size() != 8)
-      throw error(errc::storage_failure, "cannot read highest sequence number: " + st.ToString());
+    if (!st.ok()) throw error(status_code(st), "cannot read a highest sequence number: " + st.ToString());
+    if (v.size() != 8) throw error(errc::corrupt_record, "a highest sequence number in meta is not 8 bytes");
     return get_be(v, 0, 8);
   }
 

@@ -66,6 +66,12 @@ public:
     return i >= 1 && i <= names_.size() ? names_[i - 1] : std::string("(no table)");
   }
 
+  /// Every registered name, in registration order.
+  std::vector<std::string> names() const {
+    std::lock_guard g(mutex_);
+    return names_;
+  }
+
 private:
   std::mutex adding_; // find_or_add's
   mutable std::mutex mutex_;

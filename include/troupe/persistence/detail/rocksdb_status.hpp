@@ -1,0 +1,151 @@
+#pragma once
+
+// What a RocksDB status means to troupe (from its code and subcode, never
+// from its text), the store's info log (RocksDB's own logger writes through
+// the store's file system and can fail hard when the disk is full), the
+// latest failure's description, and which process holds a store's lock.
+
+#include <troupe/persistence/error.hpp>
+
+#include <rocksdb/env.h>
+#include <rocksdb/status.h>
+
+#include <fcntl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace troupe::persistence::detail {
+
+/// The code of a failed status: `storage_full` for no space, `corrupt` (a
+/// record's or the store's) for a corruption, `storage_failure` otherwise.
+inline std::error_code status_code(const rocksdb::Status& st, errc corrupt = errc::corrupt_record) noexcept {
+  if (st.ok()) return {};
+  if (st.IsNoSpace()) return errc::storage_full;
+  if (st.IsCorruption()) return corrupt;
+  return errc::storage_failure;
+}
+
+/// The description of the latest failure, for the message of an error
+/// whose code alone was passed on (a write's callback has only the code).
+class failure_note {
+public:
+  void set(std::string what) {
+    std::lock_guard g(mutex_);
+    what_ = std::move(what);
+  }
+  std::string get() const {
+    std::lock_guard g(mutex_);
+    return what_;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::string what_;
+};
+
+/// The store's `LOG`: RocksDB's messages, written with plain stdio whose
+/// failures (a full disk) are ignored. It also keeps what RocksDB reports
+/// of damage found while recovering (the WAL records it dropped or
+/// refused), for the error or the salvage report.
+class store_logger final : public rocksdb::Logger {
+public:
+  /// Appends to `path`; a log over 16 MiB is moved to `path.old` first.
+  explicit store_logger(const std::string& path) : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL) {
+    std::error_code ec;
+    if (std::filesystem::file_size(path, ec) > (16u << 20) && !ec)
+      std::filesystem::rename(path, path + ".old", ec);
+    file_ = std::fopen(path.c_str(), "a");
+  }
+  ~store_logger() override {
+    if (file_) std::fclose(file_);
+  }
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char text[2048];
+    va_list copy;
+    va_copy(copy, ap);
+    const int n = std::vsnprintf(text, sizeof text, format, copy);
+    va_end(copy);
+    if (n < 0) return;
+    const std::string line(text, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof text - 1));
+    std::lock_guard g(mutex_);
+    if ((line.find("dropping") != std::string::npos || line.find("orruption") != std::string::npos) &&
+        damage_.size() < 64)
+      damage_.push_back(line);
+    if (!file_) return;
+    const auto now = std::chrono::system_clock::now();
+    const auto t = std::chrono::system_clock::to_time_t(now);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y/%m/%d-%H:%M:%S", &tm);
+    std::fprintf(file_, "%s %s\n", stamp, line.c_str()); // errors ignored: a full disk must not stop the store
+    std::fflush(file_);
+  }
+
+  /// What RocksDB reported of damage while recovering (file, bytes dropped,
+  /// reason), in order.
+  std::vector<std::string> damage() const {
+    std::lock_guard g(mutex_);
+    return damage_;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::FILE* file_ = nullptr;
+  std::vector<std::string> damage_;
+};
+
+/// The process holding the lock of the store at `dir` (RocksDB's `LOCK`
+/// file, an fcntl lock), or 0 if none does.
+inline pid_t lock_holder(const std::string& dir) {
+  const auto lock = dir + "/LOCK";
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);
+  return held ? fl.l_pid : 0;
+}
+
+/// The stores this process has open, by canonical path: an fcntl lock does
+/// not tell a process about its own.
+class open_stores {
+public:
+  /// Registers `dir`; false if this process has it open already.
+  static bool add(const std::string& dir) {
+    std::lock_guard g(mutex());
+    return set().insert(dir).second;
+  }
+  static void remove(const std::string& dir) {
+    std::lock_guard g(mutex());
+    set().erase(dir);
+  }
+
+private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::set<std::string>& set() {
+    static std::set<std::string> s;
+    return s;
+  }
+};
+
+} // namespace troupe::persistence::detail

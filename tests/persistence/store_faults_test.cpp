@@ -1,0 +1,376 @@
+// The RocksDB store under faults nobody scripts: bytes flipped in the WAL
+// and in tables, a full disk, a newer store, misleading paths, injected
+// I/O errors.
+
+#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/testing/faulty_file_system.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "temp_dir.hpp"
+
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <thread>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+namespace tp = troupe::persistence;
+using troupe::testing::faulty_file_system;
+
+namespace {
+
+std::vector<tp::event_record> one(tp::sequence_nr seq, std::string payload = "payload") {
+  return {{seq, "m", 1, std::move(payload)}};
+}
+
+/// The error opening the store at `path` throws (none if it opens).
+std::optional<troupe::error> open_error(const std::string& path, tp::rocksdb_options o = {}) {
+  try {
+    tp::rocksdb_store s(path, o);
+  } catch (const troupe::error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+/// Runs `f` in a child process that ends with `_exit`, as `kill -9` would
+/// end it: nothing is closed, only what reached the files stays.
+template <class F>
+void in_child_then_die(F f) {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int rc = 0;
+    try {
+      f();
+    } catch (...) {
+      rc = 3;
+    }
+    _exit(rc);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+}
+
+/// The live WAL files (`*.log`) of a store.
+std::vector<fs::path> wal_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".log") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Ten events acknowledged with `sync`, then the process dies.
+void ten_acknowledged_events(const std::string& dir) {
+  in_child_then_die([&] {
+    tp::rocksdb_store s(dir);
+    for (tp::sequence_nr i = 1; i <= 10; ++i)
+      if (s.write("p", one(i, std::string(200, static_cast<char>('a' + i))))) throw 1;
+  });
+}
+
+/// Every file of a directory with its content.
+std::map<std::string, std::string> snapshot_of(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    out[fs::relative(e.path(), dir).string()] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return out;
+}
+
+std::string u32_be(std::uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+} // namespace
+
+TEST_CASE("a flipped byte in the middle of the WAL refuses to open with corrupt_store, naming the store and the file") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  faulty_file_system::flip_bit(wals[0], fs::file_size(wals[0]) / 2, 3);
+
+  auto e = open_error(dir.str());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::corrupt_store);
+  const std::string what = e->what();
+  CHECK_THAT(what, Catch::Contains(dir.str()));
+  CHECK_THAT(what, Catch::Contains(wals[0].filename().string()));
+  CHECK_THAT(what, Catch::Contains("checksum")); // what RocksDB reported
+  // Refused again, and nothing acknowledged was given up meanwhile.
+  CHECK(open_error(dir.str())->code() == tp::errc::corrupt_store);
+}
+
+TEST_CASE("an incomplete record at the tail of the WAL (a crash while writing it) is tolerated") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  fs::resize_file(wals[0], fs::file_size(wals[0]) - 20);
+
+  tp::rocksdb_store s(dir.str());
+  CHECK(s.highest_sequence_nr("p") == 9);
+}
+
+TEST_CASE("a store of a newer format is refused with store_format_too_new and left byte for byte unchanged") {
+  test::temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str());
+    (void)s.open_table("timers");
+    REQUIRE(!s.write("p", one(1)));
+  }
+  // What a newer troupe would have left: a higher format, written last.
+  {
+    rocksdb::Options o;
+    std::vector<std::string> names;
+    REQUIRE(rocksdb::DB::ListColumnFamilies(o, dir.str(), &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions{});
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    REQUIRE(rocksdb::DB::Open(o, dir.str(), cfs, &handles, &db).ok());
+    auto meta = std::find(names.begin(), names.end(), "meta") - names.begin();
+    REQUIRE(db->Put(rocksdb::WriteOptions{}, handles[meta], "format", u32_be(tp::rocksdb_store::format_version + 1))
+                .ok());
+    REQUIRE(db->Put(rocksdb::WriteOptions{}, handles[0], "newer", "data").ok()); // left in the WAL
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    REQUIRE(db->Close().ok());
+    delete db;
+  }
+  std::ofstream(dir.path / "troupe-format", std::ios::trunc) << tp::rocksdb_store::format_version + 1 << "\n";
+  const auto before = snapshot_of(dir.path);
+
+  auto e = open_error(dir.str());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::store_format_too_new);
+  CHECK_THAT(std::string(e->what()), Catch::Contains(dir.str()));
+  CHECK(snapshot_of(dir.path) == before);
+}
+
+TEST_CASE("a store written before the format file existed has it written at its first open") {
+  test::temp_dir dir;
+  { tp::rocksdb_store s(dir.str()); }
+  fs::remove(dir.path / "troupe-format");
+  { tp::rocksdb_store s(dir.str()); }
+  std::ifstream in(dir.path / "troupe-format");
+  int v = 0;
+  in >> v;
+  CHECK(v == static_cast<int>(tp::rocksdb_store::format_version));
+}
+
+TEST_CASE("a path that merely contains 'lock' is not reported as a locked store") {
+  test::temp_dir dir;
+  fs::create_directories(dir.path);
+  std::ofstream(dir.path / "blocks") << "a file, not a directory";
+  auto e = open_error((dir.path / "blocks" / "store").string());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::storage_failure);
+  CHECK_THAT(std::string(e->what()), Catch::Contains("blocks"));
+}
+
+TEST_CASE("a store open in another process is locked, naming it") {
+  test::temp_dir dir;
+  int ready[2], done[2];
+  REQUIRE(pipe(ready) == 0);
+  REQUIRE(pipe(done) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    {
+      tp::rocksdb_store s(dir.str());
+      char c = 1;
+      (void)!write(ready[1], &c, 1);
+      (void)!read(done[0], &c, 1);
+    }
+    _exit(0);
+  }
+  char c = 0;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  auto e = open_error(dir.str());
+  c = 1;
+  (void)!write(done[1], &c, 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::store_locked);
+  CHECK_THAT(std::string(e->what()), Catch::Contains(std::to_string(child)));
+}
+
+TEST_CASE("a flipped byte in a journal table file gives corrupt_record naming the ID, with RocksDB's message") {
+  test::temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str());
+    std::mt19937 rng(1);
+    for (tp::sequence_nr i = 1; i <= 200; ++i) {
+      std::string payload(100, ' ');
+      for (auto& c : payload) c = static_cast<char>('a' + rng() % 26); // incompressible enough
+      REQUIRE(!s.write("p", one(i, payload)));
+    }
+    REQUIRE(s.db().Flush(rocksdb::FlushOptions{}, s.journal_cf()).ok());
+  }
+  // The journal's table file: the largest .sst (the others are tiny).
+  fs::path sst;
+  for (auto& e : fs::directory_iterator(dir.path))
+    if (e.path().extension() == ".sst" && (sst.empty() || fs::file_size(e.path()) > fs::file_size(sst))) sst = e.path();
+  REQUIRE(!sst.empty());
+  faulty_file_system::flip_bit(sst, fs::file_size(sst) / 4, 1);
+
+  tp::rocksdb_store s(dir.str());
+  std::string what;
+  auto ec = s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [](const tp::event_record&) {});
+  CHECK(ec == tp::errc::corrupt_record);
+  CHECK_THAT(s.last_failure(), Catch::Contains("p"));
+  CHECK_THAT(s.last_failure(), Catch::Contains("Corruption"));
+}
+
+TEST_CASE("injected write errors reach the writer's callers; later writes succeed") {
+  test::temp_dir dir;
+  auto faults = std::make_shared<faulty_file_system>(7);
+  tp::rocksdb_options o;
+  o.file_system = faults;
+  tp::rocksdb_store s(dir.str(), o);
+  REQUIRE(!s.write("p", one(1)));
+  faults->fail_next(faulty_file_system::io_op::write, faulty_file_system::fault::io_error, 1, ".log");
+  CHECK(s.write("p", one(2)) == tp::errc::storage_failure);
+  CHECK_THAT(s.last_failure(), Catch::Contains("injected write fault"));
+  CHECK(faults->injected() == 1);
+  // The next write succeeds again, without a restart, and nothing
+  // acknowledged was lost.
+  std::error_code ec;
+  for (int i = 0; i < 50 && (ec = s.write("p", one(s.highest_sequence_nr("p") + 1))); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(!ec);
+  CHECK(s.highest_sequence_nr("p") >= 2);
+}
+
+TEST_CASE("a full disk (injected) gives storage_full, and writes succeed once space returns") {
+  test::temp_dir dir;
+  auto faults = std::make_shared<faulty_file_system>(7);
+  tp::rocksdb_options o;
+  o.file_system = faults;
+  tp::rocksdb_store s(dir.str(), o);
+  REQUIRE(!s.write("p", one(1)));
+  faults->fill_disk();
+  CHECK(s.write("p", one(2)) == tp::errc::storage_full);
+  CHECK(s.write("p", one(2)) == tp::errc::storage_full); // still full
+  faults->clear();
+  // The store resumes, or reopens itself (at most every 50 ms while the
+  // cause lasts): the write after space returned may fail as the one before.
+  std::error_code ec;
+  for (int i = 0; i < 100 && (ec = s.write("p", one(2))); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(!ec);
+  CHECK(!s.write("p", one(3)));
+  CHECK(s.highest_sequence_nr("p") == 3);
+}
+
+TEST_CASE("a real full disk (a small tmpfs) gives storage_full, the process lives, nothing acknowledged is lost") {
+  test::temp_dir dir;
+  fs::create_directories(dir.path);
+  if (mount("tmpfs", dir.str().c_str(), "tmpfs", 0, "size=24m") != 0) {
+    WARN("skipped: cannot mount a tmpfs here (needs root): " << std::strerror(errno));
+    return;
+  }
+  struct unmount {
+    std::string p;
+    ~unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount_at_end{dir.str()};
+  const auto store = (dir.path / "store").string();
+  const auto filler = dir.path / "filler";
+  tp::sequence_nr acknowledged = 0;
+  std::error_code failure;
+  // Space to give back later; the events fill the rest.
+  std::ofstream(filler) << std::string(4 << 20, 'f');
+  {
+    tp::rocksdb_store s(store);
+    const std::string payload(4000, 'p');
+    while (acknowledged < 100'000) {
+      failure = s.write("p", one(acknowledged + 1, payload));
+      if (failure) break;
+      ++acknowledged;
+    }
+    CHECK(failure == tp::errc::storage_full);
+    CHECK_THAT(s.last_failure(), Catch::Contains("space"));
+    INFO("acknowledged before the disk was full: " << acknowledged);
+    CHECK(acknowledged > 100);
+    // Space returns: writes succeed again, in the same store object.
+    fs::remove(filler);
+    std::error_code ec;
+    for (int i = 0; i < 100; ++i) {
+      ec = s.write("p", one(s.highest_sequence_nr("p") + 1, payload));
+      if (!ec) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK(!ec);
+  }
+  tp::rocksdb_store s(store);
+  tp::sequence_nr seen = 0;
+  REQUIRE(!s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) {
+    CHECK(e.seq == seen + 1);
+    seen = e.seq;
+  }));
+  CHECK(seen >= acknowledged + 1);
+}
+
+TEST_CASE("salvage opens a store with a damaged WAL, names what it dropped, and never hands out a dropped number "
+          "again") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  faulty_file_system::flip_bit(wals[0], fs::file_size(wals[0]) / 2, 3);
+  REQUIRE(open_error(dir.str())->code() == tp::errc::corrupt_store);
+
+  tp::sequence_nr kept = 0;
+  {
+    tp::rocksdb_options o;
+    o.salvage = true;
+    tp::rocksdb_store s(dir.str(), o);
+    REQUIRE(!s.salvaged().empty());
+    std::string report;
+    for (auto& line : s.salvaged()) report += line + "\n";
+    INFO(report);
+    CHECK_THAT(report, Catch::Contains("checksum"));
+    CHECK_THAT(report, Catch::Contains(" to 10 of p dropped"));
+    // The events before the damage are there; the dropped numbers are kept.
+    std::vector<tp::event_record> seen;
+    REQUIRE(!s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { seen.push_back(e); }));
+    REQUIRE(seen.size() >= 2);
+    kept = seen[seen.size() - 2].seq;
+    CHECK(kept < 10);
+    for (std::size_t i = 0; i + 1 < seen.size(); ++i) CHECK(seen[i].seq == i + 1);
+    CHECK(seen.back().seq == 10);
+    CHECK(seen.back().manifest == tp::events_lost_manifest);
+    CHECK(s.highest_sequence_nr("p") == 10);
+    CHECK(s.write("p", one(kept + 1)) == tp::errc::sequence_mismatch);
+    CHECK(!s.write("p", one(11)));
+  }
+  // The damage is gone: an ordinary open, and nothing salvaged any more.
+  tp::rocksdb_store s(dir.str());
+  CHECK(s.salvaged().empty());
+  CHECK(s.highest_sequence_nr("p") == 11);
+}
+
+TEST_CASE("salvage of an undamaged store changes nothing") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  CHECK(s.salvaged().empty());
+  CHECK(s.highest_sequence_nr("p") == 10);
+}
