@@ -71,7 +71,11 @@ int main(int argc, char** argv) {
   tp::persistence_options options;
   options.snapshots.every = 100;          // a snapshot every 100 events,
   options.snapshots.keep = 2;             // the last two kept,
-  options.snapshots.delete_events = true; // and the events they cover deleted
+  // The events stay: a snapshot only shortens recovery, and one a later
+  // release cannot read falls back to them. `delete_events = true` would
+  // save their space but make the snapshots the only copy of the state's
+  // history, readable by every future release or the actor is lost.
+  options.snapshots.delete_events = false;
   auto c = sys.spawn<counter>(troupe::persistence_id{"counter-1"}, options);
   for (long i = 0; i < increments; ++i) {
     long v = c.ask(increment{1}, asio::use_future).get(); // returns once durable

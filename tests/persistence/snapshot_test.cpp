@@ -287,11 +287,29 @@ TEST_CASE("with the covered events deleted and no readable snapshot, recovery fa
   REQUIRE(first_event(*j, "l-3") == 11);
   REQUIRE(!store->save_snapshot("l-3", tp::snapshot_record{10, 1, "[1,2,3]"}));
 
+  // Named as what it is: the snapshot that replaced events 1 to 10 cannot be used.
   auto what = failure_of_recovery(j, "l-3");
   CHECK(what.find("l-3") != std::string::npos);
-  CHECK(what.find("events 1 to 10 are missing") != std::string::npos);
+  CHECK(what.find("snapshot 10 cannot be used") != std::string::npos);
+  CHECK(what.find("events 1 to 10 it covers were deleted") != std::string::npos);
   CHECK(first_event(*j, "l-3") == 11);
   CHECK(store->highest_sequence_nr("l-3") == 12);
+}
+
+TEST_CASE("events are deleted only once the snapshot replacing them was read back and decoded") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto faulty =
+      std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  {
+    troupe::actor_system sys;
+    auto a = sys.spawn<ledger>(tp::persistence_id{"l-readback"}, faulty, every(5, 1, true));
+    for (long i = 1; i <= 4; ++i) test::get(a.ask(add{i}, asio::use_future));
+    faulty->fail_next_snapshot_loads(1); // the read-back of the snapshot at 5
+    test::get(a.ask(add{5}, asio::use_future));
+  }
+  drain(*faulty);
+  CHECK(snapshot_seqs(*faulty, "l-readback") == std::vector<tp::sequence_nr>{5});
+  CHECK(first_event(*faulty, "l-readback") == 1); // not deleted: the snapshot was not read back
 }
 
 TEST_CASE("a failed snapshot load falls back to replaying the whole journal") {

@@ -50,6 +50,9 @@ enum class errc {
   /// Another live actor of this store already has the persistence ID.
   /// (`std::errc::device_or_resource_busy`)
   already_running,
+  /// Recovery needs a snapshot that cannot be read or decoded (the events it
+  /// covers were deleted): named by persistence ID and sequence number.
+  snapshot_unreadable,
 };
 
 namespace detail {
@@ -68,6 +71,7 @@ struct errors {
     case errc::corrupt_store: return "store damaged";
     case errc::storage_full: return "storage full";
     case errc::already_running: return "persistence ID already in use by a live actor";
+    case errc::snapshot_unreadable: return "snapshot needed for recovery is unreadable";
     }
     return {};
   }

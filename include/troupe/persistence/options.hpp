@@ -16,8 +16,13 @@ struct snapshot_policy {
   std::uint64_t every = 0;
   /// Snapshots kept; older ones are deleted after a new one is saved.
   std::size_t keep = 2;
-  /// Also delete the events up to the oldest kept snapshot (recovery never
-  /// needs them; an unreadable newer snapshot can still fall back to it).
+  /// Also delete the events up to the oldest kept snapshot, once the new
+  /// snapshot has been read back from the store and decoded. This makes the
+  /// snapshots load-bearing: from then on the state's JSON is the only copy
+  /// of what those events said, so every later release must still read it
+  /// (a renamed field makes the actor unrecoverable, `snapshot_unreadable`).
+  /// Off by default: snapshots then only shorten recoveries, and an
+  /// unreadable one falls back to the events.
   bool delete_events = false;
 };
 

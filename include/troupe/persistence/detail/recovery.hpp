@@ -66,10 +66,12 @@ public:
     replay_pipeline<decltype(apply_record)> pipeline(journal_.applier(), apply_record);
     sequence_nr expected = out_.seq + 1;
     auto ec = journal_.replay(pid_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
-      if (r.seq != expected && !(r.manifest == events_lost_manifest && lost_from(r) == expected))
+      if (r.seq != expected && !(r.manifest == events_lost_manifest && lost_from(r) == expected)) {
+        missing(expected, r.seq - 1);
         throw error(errc::events_missing, failure(r.seq, r.manifest,
                                                   "events " + std::to_string(expected) + " to " +
                                                       std::to_string(r.seq - 1) + " are missing"));
+      }
       pipeline.push(r);
       expected = r.seq + 1;
     });
@@ -84,6 +86,7 @@ public:
     // Every number up to the highest was written, atomically with the
     // highest itself: anything short of it is a loss, not a gap to skip.
     auto highest = journal_.highest_sequence_nr(pid_);
+    if (highest > out_.seq) missing(out_.seq + 1, highest);
     if (highest > out_.seq)
       throw error(errc::events_missing,
                   failure(out_.seq + 1, {},
@@ -93,6 +96,17 @@ public:
   }
 
 private:
+  /// Events `from` to `to` are not in the journal: when a snapshot that
+  /// would have covered them could not be used, that is the error to name.
+  void missing(sequence_nr from, sequence_nr to) {
+    if (unreadable_ && unreadable_->first >= from)
+      throw error(errc::snapshot_unreadable,
+                  failure(unreadable_->first, {},
+                          "snapshot " + std::to_string(unreadable_->first) + " cannot be used (" +
+                              unreadable_->second + ") and events " + std::to_string(from) + " to " +
+                              std::to_string(std::min(to, unreadable_->first)) + " it covers were deleted"));
+  }
+
   /// The first number an `events_lost` record covers.
   sequence_nr lost_from(const event_record& r) const {
     try {
@@ -121,9 +135,12 @@ private:
           out_.state = from_json_text<State>(s->payload);
           out_.seq = out_.snapshot = s->seq;
           return;
-        } catch (const std::exception&) {
+        } catch (const std::exception& ex) {
           out_.state = State{};
+          if (!unreadable_) unreadable_.emplace(s->seq, std::string("does not decode: ") + ex.what());
         }
+      } else if (!unreadable_) {
+        unreadable_.emplace(s->seq, ec.message());
       }
       if (s->seq == 0) return;
       c.max_seq = s->seq - 1;
@@ -173,6 +190,8 @@ private:
 
   journal& journal_;
   const std::string& pid_;
+  /// The newest snapshot that could not be used, and why.
+  std::optional<std::pair<sequence_nr, std::string>> unreadable_;
   boost::json::parser parser_;
   recovered<State> out_;
 };

@@ -35,6 +35,22 @@ void save_snapshot(journal& j, const std::string& pid, sequence_nr seq, const St
   }
   j.run_blocking([j = &j, pid, policy, s = std::move(s)] {
     if (j->save_snapshot(pid, s)) return;
+    // Before events go, the snapshot that replaces them must be read back
+    // from the store and decode: deleted events are never replaced by a
+    // snapshot that cannot be read.
+    bool readable = false;
+    if (policy.delete_events) {
+      snapshot_criteria just_saved;
+      just_saved.min_seq = just_saved.max_seq = s.seq;
+      std::optional<snapshot_record> back;
+      if (!j->load_snapshot(pid, just_saved, back) && back && back->payload == s.payload) {
+        try {
+          (void)from_json_text<State>(back->payload);
+          readable = true;
+        } catch (const std::exception&) {
+        }
+      }
+    }
     // The oldest snapshot to keep: walk down `keep` of them.
     snapshot_criteria c;
     std::optional<snapshot_record> found;
@@ -50,7 +66,7 @@ void save_snapshot(journal& j, const std::string& pid, sequence_nr seq, const St
     if (oldest_kept == 0) return;
     // Events first: at every moment, the journal starts right after a
     // snapshot that is still there.
-    if (policy.delete_events && j->delete_up_to(pid, oldest_kept)) return;
+    if (policy.delete_events && readable && j->delete_up_to(pid, oldest_kept)) return;
     snapshot_criteria older;
     older.max_seq = oldest_kept - 1;
     j->delete_snapshots(pid, older);
