@@ -208,6 +208,7 @@ std::map<std::string, std::uint64_t> run_child(const std::string& self, const st
 /// returns what it flipped, empty if there was nothing to flip.
 std::string corrupt(const fs::path& dir, std::mt19937_64& rng) {
   std::vector<fs::path> files;
+  if (!fs::exists(dir)) return {}; // the child died before it made the store
   for (auto& e : fs::directory_iterator(dir)) {
     const auto name = e.path().filename().string();
     const auto ext = e.path().extension().string();

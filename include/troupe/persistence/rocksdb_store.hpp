@@ -40,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -675,24 +676,35 @@ private:
     for (auto* h : all) names[h->GetID()] = h->GetName();
     const auto lost = detail::dropped_writes(wal, db_->GetLatestSequenceNumber(), names);
     rocksdb::WriteBatch markers;
-    for (auto& [prefix, range] : lost.events) {
+    // Every ID with dropped events, and, when some write could not be
+    // decoded, every ID the WAL names (it may have had events there): a
+    // record at the last number that may have been handed out.
+    std::set<std::string> ids;
+    for (auto& [prefix, range] : lost.events) ids.insert(prefix);
+    if (lost.unreadable_keys) ids.insert(lost.named.begin(), lost.named.end());
+    for (auto& prefix : ids) {
       const auto kept = layout_.read_highest(prefix);
+      sequence_nr last = kept;
+      if (auto it = lost.events.find(prefix); it != lost.events.end()) last = std::max(last, it->second.second);
+      if (lost.unreadable_keys) last = std::max(last, kept + lost.unreadable_keys);
+      if (last <= kept) continue;
       const auto pid = detail::pid_of_prefix(prefix);
-      if (range.second <= kept) continue;
-      const auto from = kept + 1;
-      salvaged_.push_back("events " + std::to_string(from) + " to " + std::to_string(range.second) + " of " + pid +
-                          " dropped (numbers kept by a " + std::string(events_lost_manifest) +
-                          " record at " + std::to_string(range.second) + ")");
-      markers.Put(journal_cf(), detail::seq_key(prefix, range.second),
-                  detail::encode_event(detail::events_lost_record(from, range.second)));
+      const bool named = lost.events.count(prefix) && lost.events.at(prefix).second == last;
+      salvaged_.push_back("events " + std::to_string(kept + 1) + " to " + std::to_string(last) + " of " + pid +
+                          (named ? " dropped" : " dropped or never written (an undecodable write may have held some)") +
+                          " (numbers kept by a " + std::string(events_lost_manifest) + " record at " +
+                          std::to_string(last) + ")");
+      markers.Put(journal_cf(), detail::seq_key(prefix, last),
+                  detail::encode_event(detail::events_lost_record(kept + 1, last)));
     }
     for (auto& [cf, n] : lost.records)
       salvaged_.push_back(std::to_string(n) + " record(s) of " + (cf == "meta" ? std::string("meta") : "table " + cf) +
                           " dropped");
-    if (lost.unreadable_bytes)
-      salvaged_.push_back(std::to_string(lost.unreadable_bytes) +
-                          " bytes of writes could not be decoded: what they held cannot be named, and numbers "
-                          "of events in them alone are not kept");
+    if (lost.unreadable_keys)
+      salvaged_.push_back(std::to_string(lost.unreadable_bytes) + " bytes of writes could not be decoded, and damaged writes may name wrong keys (at most " +
+                          std::to_string(lost.unreadable_keys) +
+                          " records): the numbers of every persistence ID the WAL names are kept past them; an ID "
+                          "named nowhere else in the WAL cannot be");
     rocksdb::WriteOptions wo;
     wo.sync = true;
     if (markers.Count() > 0)

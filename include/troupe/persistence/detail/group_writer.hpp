@@ -247,7 +247,7 @@ private:
   }
 
   /// After a failed write RocksDB refuses every write (its background
-  /// error) until resumed; when it cannot resume, the store is reopened.
+  /// error) until resumed: the store is reopened.
   /// What the writer knew of sequence numbers is read again: a write that
   /// failed may still be in the WAL (synced or not), and is then part of the
   /// journal. While the cause lasts (the disk still full) the attempt fails,
@@ -255,11 +255,15 @@ private:
   std::error_code recover() {
     if (!failed_) return {};
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_attempt_ < retry_interval) return last_error_;
+    // Throttled only while reopening keeps failing: a fresh failure (after
+    // a reopen that worked) is recovered from at once.
+    if (last_error_ && now - last_attempt_ < retry_interval) return last_error_;
     last_attempt_ = now;
     ids_.clear();
-    auto st = layout_.db ? layout_.db->Resume() : rocksdb::Status::Incomplete();
-    if (!st.ok()) st = reopen_();
+    // Not `DB::Resume()`: RocksDB 7.8 resumes without replacing a WAL whose
+    // first append failed, and the next write to it aborts the process (an
+    // assertion in its file writer). A reopen replaces every file writer.
+    auto st = reopen_();
     if (st.ok()) {
       failed_ = false;
       last_error_ = {};

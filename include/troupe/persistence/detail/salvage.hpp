@@ -20,12 +20,12 @@
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/persistence/detail/crc32c.hpp>
 
-#include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +42,57 @@ struct wal_write {
   std::vector<std::pair<std::uint32_t, std::string>> keys;
 };
 
+/// The keys of a `WriteBatch` representation (RocksDB's documented layout:
+/// sequence number (8 bytes, little-endian), count (4), then per record a
+/// tag, a varint32 column family ID for the column-family tags, and
+/// varint32-length-prefixed key and value). troupe's own reader: RocksDB's
+/// `WriteBatch::Iterate` asserts (aborts the process, in a build with
+/// assertions) on a damaged batch. False if `rep` does not parse.
+inline bool batch_keys(std::string_view rep, std::uint64_t& sequence,
+                       std::vector<std::pair<std::uint32_t, std::string>>& keys) {
+  if (rep.size() < 12) return false;
+  sequence = 0;
+  for (int i = 7; i >= 0; --i) sequence = sequence << 8 | std::uint8_t(rep[static_cast<std::size_t>(i)]);
+  std::uint32_t count = 0;
+  for (int i = 11; i >= 8; --i) count = count << 8 | std::uint8_t(rep[static_cast<std::size_t>(i)]);
+  std::size_t pos = 12;
+  auto varint = [&](std::uint32_t& v) {
+    v = 0;
+    for (int shift = 0; shift <= 28 && pos < rep.size(); shift += 7) {
+      const auto b = std::uint8_t(rep[pos++]);
+      v |= std::uint32_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  auto slice = [&](std::string_view& out) {
+    std::uint32_t n = 0;
+    if (!varint(n) || n > rep.size() - pos) return false;
+    out = rep.substr(pos, n);
+    pos += n;
+    return true;
+  };
+  std::uint32_t seen = 0;
+  while (pos < rep.size()) {
+    const auto tag = std::uint8_t(rep[pos++]);
+    std::uint32_t cf = 0;
+    std::string_view key, value;
+    switch (tag) {
+    case 0x4: case 0x5: case 0x8: case 0xE: // with a column family: deletion, value, single deletion, range deletion
+      if (!varint(cf)) return false;
+      [[fallthrough]];
+    case 0x0: case 0x1: case 0x7: case 0xF: // default column family
+      if (!slice(key)) return false;
+      if ((tag == 0x1 || tag == 0x5 || tag == 0xE || tag == 0xF) && !slice(value)) return false;
+      break;
+    default: return false; // nothing troupe writes
+    }
+    keys.emplace_back(cf, std::string(key));
+    ++seen;
+  }
+  return seen == count;
+}
+
 /// The writes of the WAL file `path`, in order.
 inline std::vector<wal_write> read_wal(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -51,52 +102,55 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
     return std::uint32_t(std::uint8_t(file[at])) | std::uint32_t(std::uint8_t(file[at + 1])) << 8 |
            std::uint32_t(std::uint8_t(file[at + 2])) << 16 | std::uint32_t(std::uint8_t(file[at + 3])) << 24;
   };
+  // The record at `at`, if its header is plausible: its type and length.
+  auto record_at = [&](std::size_t at, int& type, std::size_t& length) {
+    if (at + header > file.size()) return false;
+    const std::size_t left_in_block = block - at % block;
+    if (left_in_block < header) return false;
+    length = std::size_t(std::uint8_t(file[at + 4])) | std::size_t(std::uint8_t(file[at + 5])) << 8;
+    type = std::uint8_t(file[at + 6]);
+    return type >= 1 && type <= 4 && header + length <= left_in_block && at + header + length <= file.size();
+  };
+  auto checksum_ok = [&](std::size_t at, int type, std::size_t length) {
+    crc32c_state crc;
+    const char t = static_cast<char>(type);
+    crc.update({&t, 1});
+    crc.update(std::string_view(file.data() + at + header, length));
+    const std::uint32_t c = crc.value();
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u == u32(at);
+  };
+  // A record with a good checksum starts at `at` (or the block or the file
+  // ends there: nothing to check).
+  auto good_at = [&](std::size_t at) {
+    if (at + header > file.size() || block - at % block < header) return true;
+    int type = 0;
+    std::size_t length = 0;
+    if (file[at + 6] == 0 && file[at + 4] == 0 && file[at + 5] == 0) return true; // zeroes: end of what was written
+    return record_at(at, type, length) && checksum_ok(at, type, length);
+  };
+
   std::vector<wal_write> out;
   std::string data;
   bool damaged = false, open = false;
+  std::size_t unreadable = 0; // bytes skipped since the last write
   auto finish = [&] {
     wal_write w;
-    w.damaged = damaged;
-    w.bytes = data.size();
-    if (data.size() >= 12) {
-      std::uint64_t seq = 0;
-      for (int i = 7; i >= 0; --i) seq = seq << 8 | std::uint8_t(data[static_cast<std::size_t>(i)]);
-      w.sequence = seq;
-      struct collect : rocksdb::WriteBatch::Handler {
-        std::vector<std::pair<std::uint32_t, std::string>>* keys;
-        rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& k, const rocksdb::Slice&) override {
-          keys->emplace_back(cf, k.ToString());
-          return rocksdb::Status::OK();
-        }
-        rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& k) override {
-          keys->emplace_back(cf, k.ToString());
-          return rocksdb::Status::OK();
-        }
-        rocksdb::Status SingleDeleteCF(uint32_t cf, const rocksdb::Slice& k) override {
-          keys->emplace_back(cf, k.ToString());
-          return rocksdb::Status::OK();
-        }
-        rocksdb::Status DeleteRangeCF(uint32_t cf, const rocksdb::Slice& b, const rocksdb::Slice&) override {
-          keys->emplace_back(cf, b.ToString());
-          return rocksdb::Status::OK();
-        }
-        rocksdb::Status MergeCF(uint32_t cf, const rocksdb::Slice& k, const rocksdb::Slice&) override {
-          keys->emplace_back(cf, k.ToString());
-          return rocksdb::Status::OK();
-        }
-      } c;
-      c.keys = &w.keys;
-      try {
-        rocksdb::WriteBatch batch(data);
-        w.readable = batch.Iterate(&c).ok();
-      } catch (...) {
-        w.readable = false;
-      }
-      if (!w.readable) w.keys.clear();
-    }
+    w.damaged = damaged || unreadable > 0;
+    w.bytes = data.size() + unreadable;
+    w.readable = batch_keys(data, w.sequence, w.keys);
+    if (!w.readable) w.keys.clear();
     out.push_back(std::move(w));
     data.clear();
     damaged = open = false;
+    unreadable = 0;
+  };
+  auto skip_unreadable = [&](std::size_t from, std::size_t to) {
+    if (open) finish(); // what was gathered of it is all there is
+    unreadable += to - from;
+    damaged = true;
+    open = true; // an unreadable stretch is a (damaged) write of its own
+    data.clear();
+    finish();
   };
   std::size_t pos = 0;
   while (pos + header <= file.size()) {
@@ -105,31 +159,30 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
       pos += left_in_block;
       continue;
     }
-    const auto length = std::size_t(std::uint8_t(file[pos + 4])) | std::size_t(std::uint8_t(file[pos + 5])) << 8;
-    const int type = std::uint8_t(file[pos + 6]);
-    if (type == 0 && length == 0) { // zeroes: preallocated, never written
+    if (file[pos + 6] == 0 && file[pos + 4] == 0 && file[pos + 5] == 0) { // zeroes: never written
       pos += left_in_block;
       continue;
     }
-    if (header + length > left_in_block || pos + header + length > file.size() || type < 1 || type > 4) {
-      // A length or type beyond belief: the rest of the block is lost.
-      if (open) damaged = true;
-      pos += left_in_block;
+    int type = 0;
+    std::size_t length = 0;
+    const bool plausible = record_at(pos, type, length);
+    const bool ok = plausible && checksum_ok(pos, type, length);
+    if (!ok && !(plausible && good_at(pos + header + length))) {
+      // The header itself is damaged: find the next record with a good
+      // checksum in this block; what lies between cannot be read.
+      std::size_t next = pos + 1;
+      const std::size_t end = pos + left_in_block;
+      while (next < end && !(good_at(next) && file[next + 6] != 0)) ++next;
+      skip_unreadable(pos, next);
+      pos = next;
       continue;
     }
-    const std::string_view payload(file.data() + pos + header, length);
-    crc32c_state crc;
-    const char t = static_cast<char>(type);
-    crc.update({&t, 1});
-    crc.update(payload);
-    const std::uint32_t c = crc.value();
-    const std::uint32_t masked = ((c >> 15) | (c << 17)) + 0xa282ead8u;
-    const bool ok = masked == u32(pos);
+    // Good, or damaged in its payload only (the next record follows it).
     if (type == 1 || type == 2) {
       if (open) finish();
       open = true;
     }
-    data.append(payload);
+    data.append(file, pos + header, length);
     damaged = damaged || !ok;
     if (type == 1 || type == 4) finish();
     pos += header + length;
@@ -142,12 +195,16 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
 }
 
 /// What a salvage dropped: per persistence ID (its key prefix) the dropped
-/// event numbers' range; per other column family the count of records;
-/// the bytes of writes that could not be decoded at all.
+/// event numbers' range; per other column family the count of records; and
+/// for writes that could not be decoded, their bytes and a bound on the keys
+/// they held, with every persistence ID the WAL's readable writes name (one
+/// of them may have had events in those).
 struct dropped {
   std::map<std::string, std::pair<sequence_nr, sequence_nr>> events; // prefix -> [first, last]
   std::map<std::string, std::size_t> records;                       // column family -> count
   std::size_t unreadable_bytes = 0;
+  std::uint64_t unreadable_keys = 0; // at most
+  std::set<std::string> named;       // journal prefixes of the readable writes
 };
 
 /// The writes of `writes` after RocksDB's sequence number `kept` (the last
@@ -156,28 +213,44 @@ struct dropped {
 inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_t kept,
                               const std::map<std::uint32_t, std::string>& names) {
   dropped out;
+  std::uint64_t next_sequence = 0; // what the write after the last readable one starts at
+  bool gap_open = false;           // unreadable writes since the last readable one
   for (auto& w : writes) {
-    if (w.readable && !w.damaged && w.sequence <= kept) continue;
     if (!w.readable) {
       out.unreadable_bytes += w.bytes;
+      gap_open = true;
       continue;
     }
+    if (gap_open) {
+      // The keys the unreadable writes held: the numbers between.
+      if (next_sequence && w.sequence > next_sequence) out.unreadable_keys += w.sequence - next_sequence;
+      else if (!next_sequence) out.unreadable_keys += out.unreadable_bytes; // none before: bytes bound keys
+      gap_open = false;
+    }
+    next_sequence = w.sequence + w.keys.size();
+    const bool lost = w.damaged || w.sequence > kept;
+    // A damaged write that still parses may name the wrong keys (a flipped
+    // byte in one): count its keys as unknown too.
+    if (w.damaged) out.unreadable_keys += w.keys.size();
     for (auto& [cf, key] : w.keys) {
       auto n = names.find(cf);
       const std::string name = n == names.end() ? "column family " + std::to_string(cf) : n->second;
       if (name == "journal" && key.size() > 10) {
         const auto prefix = key.substr(0, key.size() - 8);
+        out.named.insert(prefix);
+        if (!lost) continue;
         const auto seq = seq_of_key(key);
         auto [it, fresh] = out.events.try_emplace(prefix, seq, seq);
         if (!fresh) {
           it->second.first = std::min(it->second.first, seq);
           it->second.second = std::max(it->second.second, seq);
         }
-      } else {
+      } else if (lost) {
         ++out.records[name];
       }
     }
   }
+  if (gap_open) out.unreadable_keys += out.unreadable_bytes; // at the end: bytes bound keys
   return out;
 }
 
