@@ -465,3 +465,98 @@ TEST_CASE("destroying an idle system is not held up by another system's work") {
   CHECK(std::chrono::steady_clock::now() - start < 500ms);
   CHECK(test::get(busy) == 1);
 }
+
+namespace {
+std::atomic<int> on_own_threads{0}, on_foreign_threads{0};
+std::atomic<bool> in_slow_handler{false};
+struct slow_work {
+  int ms;
+};
+struct remote {
+  explicit remote(troupe::context<remote> c) : ctx(c), data(std::make_unique<int>(0)) {}
+  troupe::context<remote> ctx;
+  std::unique_ptr<int> data;
+  void handle(slow_work w) {
+    (ctx.get_executor().running_in_this_thread() ? on_own_threads : on_foreign_threads)++;
+    in_slow_handler = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(w.ms));
+    ++*data; // the instance must still be there
+  }
+};
+struct kick_remote {
+  troupe::actor_ref<remote> r;
+  int ms;
+};
+struct kicker {
+  void handle(kick_remote k) { k.r.tell(slow_work{k.ms}); }
+};
+} // namespace
+
+TEST_CASE("an actor woken by another system's actor runs on its own system's threads, and its system's shutdown "
+          "waits for it") {
+  on_own_threads = on_foreign_threads = 0;
+  auto s1 = std::make_unique<troupe::actor_system>(troupe::system_config{.threads = 2});
+  auto s2 =
+      std::make_unique<troupe::actor_system>(troupe::system_config{.threads = 2, .shutdown_timeout = 50ms});
+  auto k = s1->spawn<kicker>();
+  auto r = s2->spawn<remote>();
+  for (int i = 0; i < 20; ++i) {
+    k.tell(kick_remote{r, 0});
+    std::this_thread::sleep_for(2ms);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + test::deadline;
+  while (on_own_threads + on_foreign_threads < 20 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  CHECK(on_own_threads == 20);
+  CHECK(on_foreign_threads == 0);
+  // A long handler of s2's actor, started by s1's: s2's shutdown sees it
+  // (under ASan, freeing the instance under it would be reported).
+  in_slow_handler = false;
+  k.tell(kick_remote{r, 200});
+  while (!in_slow_handler) std::this_thread::yield();
+  s2.reset();
+  s1.reset();
+}
+
+namespace {
+struct hello {};
+struct memo {};
+std::atomic<bool> asker_replied{false};
+struct answerer {
+  int n = 0;
+  int handle(hello) { return ++n; }
+  void handle(memo) {}
+};
+struct ask_then_toil {
+  troupe::actor_ref<answerer> y;
+  bool tell_first;
+};
+struct busy_asker {
+  troupe::task<int> handle(ask_then_toil g) {
+    int v = co_await g.y.ask(hello{});
+    if (g.tell_first) g.y.tell(memo{});
+    asker_replied = true;
+    const auto end = std::chrono::steady_clock::now() + 1500ms;
+    while (std::chrono::steady_clock::now() < end) {
+    }
+    co_return v;
+  }
+};
+} // namespace
+
+TEST_CASE("an asker that tells the actor it asked, then works long, does not hold that actor up") {
+  for (bool tell_first : {false, true}) {
+    INFO("the asker tells it first: " << tell_first);
+    troupe::actor_system sys(troupe::system_config{.threads = 4});
+    auto y = sys.spawn<answerer>();
+    auto x = sys.spawn<busy_asker>();
+    asker_replied = false;
+    auto busy = x.ask(ask_then_toil{y, tell_first}, asio::use_future);
+    while (!asker_replied) std::this_thread::yield();
+    std::this_thread::sleep_for(10ms);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(test::get(y.ask(hello{}, asio::use_future)) == 2);
+    CHECK(std::chrono::steady_clock::now() - t0 < 500ms);
+    (void)test::get(busy);
+  }
+}

@@ -272,7 +272,7 @@ public:
 
   void post(bool continuation) noexcept override {
     std::optional<post_counter::guard> counted;
-    if (!this_turn.in_turn) counted.emplace(sys_->posts); // maybe a thread outside the pool
+    if (!this_turn.in_turn || this_turn.sys != sys_) counted.emplace(sys_->posts); // maybe a thread outside the pool
     if (continuation)
       asio::post(asio::prefer(executor(), asio::execution::relationship.continuation), [this] { run(); });
     else
@@ -338,7 +338,7 @@ private:
       if (turn.pending && ++turn.pushes > turn_state::max_pushes_held) turn.flush(false);
       return {};
     case inbox::push_result::unblocked:
-      if (turn.in_turn)
+      if (turn.in_turn && turn.sys == sys_)
         turn.hold(this);
       else
         schedule();

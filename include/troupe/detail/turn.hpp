@@ -25,6 +25,9 @@ struct turn_state {
   static constexpr std::uint32_t max_handoffs = 64;
 
   bool in_turn = false;
+  /// The system whose actor's turn runs (only its actors are held: an actor
+  /// of another system runs on its own system's threads).
+  const system_state* sys = nullptr;
   std::uint32_t pending = 0;
   std::uint32_t pushes = 0;
   cell_base* woken[max_pending];
@@ -41,14 +44,25 @@ inline thread_local turn_state this_turn;
 /// `turn_state::max_handoffs` times, then posts what is pending.
 inline void run_turns(cell_base* c) noexcept {
   auto& t = this_turn;
-  if (t.in_turn) return c->turn(); // nested: the outer turn posts what is pending
+  if (t.in_turn) { // nested: the outer turn posts what is pending
+    if (t.sys == &c->sys()) return c->turn();
+    return c->post(false); // another system's actor: on its own threads
+  }
   auto& later = this_after_turn;
   for (std::uint32_t handoffs = 0;; ++handoffs) {
     system_state* sys = &c->sys();
     t.in_turn = true;
+    t.sys = sys;
     later.open = true;
     c->turn(); // may destroy c
-    if (!later.queue.empty()) later.run(sys->executor());
+    if (!later.queue.empty()) {
+      // The continuations are no actor's turn: what they wake is posted
+      // where any idle thread takes it, never held behind their work (a
+      // reply's asker may work long after its ask).
+      t.in_turn = false;
+      t.flush(false);
+      later.run(sys->executor());
+    }
     later.open = false;
     t.in_turn = false;
     if (t.pending == 1 && handoffs < turn_state::max_handoffs) {

@@ -45,8 +45,8 @@ public:
     troupe::detail::unique_function<void(std::error_code)> done;
   };
 
-  /// `reopen` closes and opens the database again (on this thread), when
-  /// RocksDB cannot resume after a failed write.
+  /// `reopen` closes and opens the database again (on this thread), after
+  /// a failed write.
   group_writer(const rocksdb_layout& layout, rocksdb::WriteOptions options, std::size_t id_cache,
                failure_note& failures, troupe::detail::unique_function<rocksdb::Status()> reopen)
       : layout_(layout), write_options_(options), id_cache_(id_cache), failures_(failures),
