@@ -21,22 +21,20 @@
 #include <troupe/persistence/rocksdb_store.hpp>
 #include <troupe/testing/faulty_file_system.hpp>
 
+#include "child_process.hpp"
+
 #include <asio/co_spawn.hpp>
 #include <asio/use_future.hpp>
 
-#include <poll.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -156,52 +154,10 @@ void check(bool ok, const std::string& what) {
 /// Starts the child, collects acknowledgements for `run_for`, kills it.
 std::map<std::string, std::uint64_t> run_child(const std::string& self, const std::string& dir, std::uint64_t seed,
                                                double error_rate, bool full_disk, std::chrono::milliseconds run_for) {
-  int fds[2];
-  if (pipe(fds) != 0) std::abort();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    execl(self.c_str(), self.c_str(), "child", dir.c_str(), std::to_string(seed).c_str(),
-          std::to_string(error_rate).c_str(), full_disk ? "1" : "0", nullptr);
-    _exit(127);
-  }
-  close(fds[1]);
-  std::map<std::string, std::uint64_t> acked;
-  std::string buffer;
-  auto consume = [&](bool until_eof) {
-    char chunk[4096];
-    for (;;) {
-      auto n = read(fds[0], chunk, sizeof chunk);
-      if (n <= 0) return;
-      buffer.append(chunk, static_cast<std::size_t>(n));
-      std::size_t nl;
-      while ((nl = buffer.find('\n')) != std::string::npos) {
-        std::istringstream line(buffer.substr(0, nl));
-        buffer.erase(0, nl + 1);
-        std::string id;
-        std::uint64_t seq;
-        if (line >> id >> seq) acked[id] = std::max(acked[id], seq);
-      }
-      if (!until_eof) return;
-    }
-  };
-  const auto deadline = std::chrono::steady_clock::now() + run_for;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) > 0) consume(false);
-  }
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  consume(true);
-  close(fds[0]);
-  check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-        "the child died by itself (status " + std::to_string(status) + ")");
-  return acked;
+  auto run = test::run_and_kill(
+      {self, "child", dir, std::to_string(seed), std::to_string(error_rate), full_disk ? "1" : "0"}, run_for);
+  check(run.killed(), "the child died by itself (status " + std::to_string(run.status) + ")");
+  return run.acked;
 }
 
 /// Flips one bit of one store file (WAL, table file, manifest or CURRENT);

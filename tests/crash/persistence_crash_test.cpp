@@ -9,20 +9,17 @@
 // Seeded; prints the seed. Cycles: argv or TROUPE_CRASH_CYCLES (default 50).
 #include <troupe/persistence/rocksdb_store.hpp>
 
+#include "child_process.hpp"
+
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
-#include <poll.h>
 #include <random>
-#include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace tp = troupe::persistence;
 
@@ -34,55 +31,6 @@ void check(bool ok, const std::string& what, std::uint64_t seed) {
     ++failures;
     std::cerr << "FAILED (seed " << seed << "): " << what << '\n';
   }
-}
-
-/// Runs the child until `run_for` has passed, collecting its acknowledgements;
-/// then kill -9, and collects what was still in the pipe.
-std::map<std::string, std::uint64_t> run_child(const std::string& child, const std::string& dir, int actors,
-                                               std::chrono::milliseconds run_for) {
-  int fds[2];
-  if (pipe(fds) != 0) std::abort();
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    execl(child.c_str(), child.c_str(), dir.c_str(), std::to_string(actors).c_str(), nullptr);
-    _exit(127);
-  }
-  close(fds[1]);
-  std::map<std::string, std::uint64_t> acked;
-  std::string buffer;
-  auto consume = [&](bool until_eof) {
-    char chunk[4096];
-    for (;;) {
-      auto n = read(fds[0], chunk, sizeof chunk);
-      if (n <= 0) return;
-      buffer.append(chunk, n);
-      std::size_t nl;
-      while ((nl = buffer.find('\n')) != std::string::npos) {
-        std::istringstream line(buffer.substr(0, nl));
-        buffer.erase(0, nl + 1);
-        std::string id;
-        std::uint64_t seq;
-        if (line >> id >> seq) acked[id] = std::max(acked[id], seq);
-      }
-      if (!until_eof) return;
-    }
-  };
-  const auto deadline = std::chrono::steady_clock::now() + run_for;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) > 0) consume(false);
-  }
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  consume(true); // whatever the child wrote before it died
-  close(fds[0]);
-  return acked;
 }
 
 } // namespace
@@ -107,7 +55,7 @@ int main(int argc, char** argv) {
   for (int cycle = 1; cycle <= cycles && failures == 0; ++cycle) {
     // Mostly mid-run, sometimes during start-up.
     std::chrono::milliseconds run_for(rng() % 4 == 0 ? rng() % 40 : 40 + rng() % 200);
-    auto acked = run_child(child, dir.string(), actors, run_for);
+    auto acked = test::run_and_kill({child, dir.string(), std::to_string(actors)}, run_for).acked;
     tp::rocksdb_store store(dir.string());
     for (int a = 0; a < actors; ++a) {
       std::string id = "crash-" + std::to_string(a);
