@@ -28,8 +28,8 @@ struct after_turn {
   bool open = false; // a turn is running on this thread
   std::vector<unique_function<void()>> queue;
 
-  /// The thread pool whose thread this is, if `ex` is one of its executors
-  /// and a turn runs here now (null otherwise).
+  /// Whether a completion for `ex` can wait here: a turn runs on this
+  /// thread now, and `ex` is an executor of this thread's pool.
   template <class Executor>
   bool accepts(const Executor& ex) const noexcept {
     if (!open) return false;
