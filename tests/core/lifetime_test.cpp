@@ -400,6 +400,9 @@ TEST_CASE("a watcher that stops leaves the watched actor's list, and one that un
   kept.tell(watch_it{target});
   dropped.tell(watch_it{target});
   dropped.tell(unwatch_it{target});
+  // Both watchers have handled what they were told once each answered an ask
+  // sent after it (one mailbox each, FIFO per sender).
+  CHECK(test::get(kept.ask(downs_query{}, asio::use_future)) == 0);
   CHECK(test::get(dropped.ask(downs_query{}, asio::use_future)) == 0);
   CHECK(watched->watcher_count() == 1);
   target.stop();
