@@ -1,7 +1,8 @@
 // A store written by an earlier troupe (on-disk format 1, tests/data/
-// store-format-1, written by make_store.cpp) opens, and every layer reads
-// its records: events and snapshots, the deletion watermark, pending
-// deliveries and dead letters, dedup marks, outbox records.
+// store-format-1, written by make_store.cpp) opens, is migrated to the
+// current format, and every layer reads its records: events and snapshots,
+// the deletion watermark, pending deliveries and dead letters, dedup marks,
+// outbox records.
 #include "store_actors.hpp"
 
 #include <troupe/persistence/rocksdb_store.hpp>
@@ -11,7 +12,10 @@
 
 #include <asio/use_future.hpp>
 
+#include <troupe/persistence/detail/codec.hpp>
+
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -150,4 +154,95 @@ TEST_CASE("a store written by format 1 opens and every layer reads its records")
     CHECK(e.result_as<std::string>() == "paid order:1:payment");
     CHECK(adapter->runs == 1);
   }
+}
+
+namespace {
+
+std::vector<tp::event_record> all_events(tp::rocksdb_store& s, const std::string& pid) {
+  std::vector<tp::event_record> out;
+  REQUIRE_FALSE(s.replay(pid, 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { out.push_back(e); }));
+  return out;
+}
+
+std::string format_file(const fs::path& dir) {
+  std::ifstream in(dir / "troupe-format");
+  std::string v;
+  in >> v;
+  return v;
+}
+
+/// A format-1 event value, as the first release wrote it.
+std::string format_1_event(const tp::event_record& e) {
+  std::string body;
+  troupe::detail::put_u32(body, e.version);
+  troupe::detail::put_u16(body, static_cast<std::uint16_t>(e.manifest.size()));
+  body += e.manifest;
+  body += e.payload;
+  std::string out;
+  troupe::detail::put_u32(out, tp::detail::crc32c(body));
+  return out + body;
+}
+
+} // namespace
+
+TEST_CASE("opening a format-1 store migrates its events and snapshots to the current format, once") {
+  test::temp_dir dir;
+  copy_store(dir.path);
+  std::vector<tp::event_record> before;
+  {
+    tp::rocksdb_store store(dir.str());
+    CHECK(store.opened_format() == 1);
+    CHECK(store.migrated_records() > 0);
+    before = all_events(store, "counter-1");
+    REQUIRE(before.size() == 5);
+    for (auto& e : before) {
+      CHECK(e.metadata.written_ms == 0); // format 1 kept no write time
+      CHECK(e.metadata.entries.empty());
+    }
+    std::optional<tp::snapshot_record> snap;
+    REQUIRE_FALSE(store.load_snapshot("counter-1", {}, snap));
+    REQUIRE(snap);
+    CHECK(snap->version == 1);
+    CHECK(snap->seq == 3);
+  }
+  CHECK(format_file(dir.path) == std::to_string(tp::rocksdb_store::format_version));
+  tp::rocksdb_store again(dir.str());
+  CHECK(again.opened_format() == tp::rocksdb_store::format_version);
+  CHECK(again.migrated_records() == 0);
+  CHECK(all_events(again, "counter-1") == before);
+  CHECK(all_events(again, "trimmed-1").size() == 2);
+}
+
+TEST_CASE("a migration interrupted part-way is finished at the next open") {
+  test::temp_dir dir;
+  copy_store(dir.path);
+  std::vector<tp::event_record> before;
+  {
+    tp::rocksdb_store store(dir.str());
+    before = all_events(store, "counter-1");
+    // What a crash part-way leaves: the new format and the flag written,
+    // some records still of format 1.
+    auto& db = store.db();
+    REQUIRE(db.Put(rocksdb::WriteOptions{}, store.meta_cf(), "migrating", "1").ok());
+    const auto key = tp::detail::seq_key(tp::detail::id_prefix("counter-1"), 2);
+    REQUIRE(db.Put(rocksdb::WriteOptions{}, store.journal_cf(), key, format_1_event(before[1])).ok());
+    std::vector<tp::event_record> partly;
+    CHECK(store.replay("counter-1", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) {
+      partly.push_back(e);
+    }) == tp::errc::corrupt_record); // a format-1 value is no format-2 one
+  }
+  tp::rocksdb_store store(dir.str());
+  CHECK(store.opened_format() == tp::rocksdb_store::format_version);
+  CHECK(store.migrated_records() == 1);
+  CHECK(all_events(store, "counter-1") == before);
+  std::string flag;
+  CHECK(store.db().Get(rocksdb::ReadOptions{}, store.meta_cf(), "migrating", &flag).IsNotFound());
+}
+
+TEST_CASE("a new store is of the current format and needs no migration") {
+  test::temp_dir dir;
+  tp::rocksdb_store store(dir.str());
+  CHECK(store.opened_format() == tp::rocksdb_store::format_version);
+  CHECK(store.migrated_records() == 0);
+  CHECK(format_file(dir.path) == std::to_string(tp::rocksdb_store::format_version));
 }

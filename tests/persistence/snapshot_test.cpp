@@ -6,6 +6,7 @@
 #include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/detail/clock.hpp>
 
 #include "../support.hpp"
 #include "temp_dir.hpp"
@@ -111,6 +112,10 @@ struct add_marked {
   long n;
   std::string mark;
 };
+struct add_traced {
+  long n;
+  std::string trace;
+};
 struct inspect {};
 struct inspection {
   ledger_state state;
@@ -170,6 +175,12 @@ public:
       co_return e.what();
     }
     co_return "";
+  }
+  troupe::task<> handle(add_traced c) {
+    tp::record_metadata m;
+    m.set("trace-id", c.trace);
+    added e{c.n};
+    co_await persist_tagged(std::move(m), e);
   }
   inspection handle(inspect) const { return {state(), last_sequence_nr(), recovered_from_snapshot()}; }
 };
@@ -561,4 +572,161 @@ TEST_CASE("persist_all_with writes the events and the table entries together, or
   CHECK(!v);
   CHECK(store->highest_sequence_nr("l-11") == 1);
   CHECK(test::get(a.ask(inspect{}, asio::use_future)).state.total == 5);
+}
+
+TEST_CASE("events carry the metadata a persist gives and the options' hook adds, and the store's write time") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto j = std::make_shared<tp::journal_of<tp::memory_store>>(store);
+  tp::persistence_options o;
+  o.event_metadata = [](std::string_view pid, std::string_view manifest, tp::record_metadata& m) {
+    m.set("hook", std::string(pid) + "/" + std::string(manifest));
+  };
+  const auto before = troupe::detail::now_ms();
+  {
+    troupe::actor_system sys;
+    auto a = sys.spawn<ledger>(tp::persistence_id{"l-meta"}, j, o);
+    test::get(a.ask(add_traced{1, "trace-1"}, asio::use_future));
+    test::get(a.ask(add{2}, asio::use_future));
+  }
+  std::vector<tp::event_record> got;
+  REQUIRE(!j->replay("l-meta", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& r) { got.push_back(r); }));
+  REQUIRE(got.size() == 2);
+  CHECK(*got[0].metadata.get("trace-id") == "trace-1");
+  CHECK(*got[0].metadata.get("hook") == "l-meta/ledger.added");
+  CHECK(got[1].metadata.get("trace-id") == nullptr);
+  CHECK(*got[1].metadata.get("hook") == "l-meta/ledger.added");
+  for (auto& e : got) CHECK(e.metadata.written_ms >= before);
+  // Metadata over the limit fails the persist, nothing written, the actor goes on.
+  tp::persistence_options big;
+  big.event_metadata = [](std::string_view, std::string_view, tp::record_metadata& m) {
+    m.set("k", std::string(tp::max_metadata_bytes, 'x'));
+  };
+  troupe::actor_system sys;
+  auto a = sys.spawn<ledger>(tp::persistence_id{"l-meta"}, j, big);
+  auto what = test::get(a.ask(try_add{5}, asio::use_future));
+  CHECK(what.find("metadata of ledger.added for l-meta") != std::string::npos);
+  CHECK(store->highest_sequence_nr("l-meta") == 2);
+  CHECK(test::get(a.ask(inspect{}, asio::use_future)).state.total == 3);
+}
+
+namespace {
+
+// A state at version 2 that replaced version 1: its snapshots of version 1
+// are upcast; its JSON has a field version 1 lacked.
+struct tally_v1 {
+  long count = 0;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const tally_v1& s) { v = {{"count", s.count}}; }
+tally_v1 tag_invoke(json::value_to_tag<tally_v1>, const json::value& v) { return {json::value_to<long>(v.at("count"))}; }
+
+struct tally_v2 {
+  static constexpr std::uint32_t version = 2;
+  using previous = tally_v1;
+  static tally_v2 upcast(tally_v1 old) { return {old.count, "upcast"}; }
+  long count = 0;
+  std::string origin = "v2";
+};
+void tag_invoke(json::value_from_tag, json::value& v, const tally_v2& s) {
+  v = {{"count", s.count}, {"origin", s.origin}};
+}
+tally_v2 tag_invoke(json::value_to_tag<tally_v2>, const json::value& v) {
+  return {json::value_to<long>(v.at("count")), json::value_to<std::string>(v.at("origin"))};
+}
+
+/// A state whose data member is named `version`: its snapshots are of version 1.
+struct tally_plain {
+  long count = 0;
+  int version = 7;
+};
+void tag_invoke(json::value_from_tag, json::value& v, const tally_plain& s) {
+  v = {{"count", s.count}, {"version", s.version}};
+}
+tally_plain tag_invoke(json::value_to_tag<tally_plain>, const json::value& v) {
+  return {json::value_to<long>(v.at("count")), json::value_to<int>(v.at("version"))};
+}
+
+struct tally_query {};
+
+template <class S>
+class tally : public tp::persistent_actor<tally<S>, S> {
+public:
+  using events = tp::event_types<added>;
+  using tp::persistent_actor<tally<S>, S>::persistent_actor;
+  static void apply(S& s, const added& e) { s.count += e.n; }
+  troupe::task<> handle(add c) {
+    added e{c.n};
+    co_await this->persist(e);
+  }
+  std::pair<S, tp::sequence_nr> handle(tally_query) const { return {this->state(), this->recovered_from_snapshot()}; }
+};
+
+} // namespace
+
+static_assert(tp::state_version_of<tally_v1>() == 1);
+static_assert(tp::state_version_of<tally_v2>() == 2);
+static_assert(tp::state_version_of<tally_plain>() == 1);
+static_assert(tp::state_upcastable<tally_v2> && !tp::state_upcastable<tally_v1>);
+
+TEST_CASE("snapshots carry the state's version, and a snapshot of an older state is upcast on recovery") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto j = std::make_shared<tp::journal_of<tp::memory_store>>(store);
+  {
+    troupe::actor_system sys;
+    auto a = sys.spawn<tally<tally_v1>>(tp::persistence_id{"t-1"}, j, every(4, 1, true));
+    for (long i = 1; i <= 5; ++i) test::get(a.ask(add{i}, asio::use_future));
+  }
+  drain(*j);
+  std::optional<tp::snapshot_record> snap;
+  REQUIRE(!j->load_snapshot("t-1", {}, snap));
+  REQUIRE(snap);
+  CHECK(snap->seq == 4);
+  CHECK(snap->version == 1);
+  REQUIRE(first_event(*j, "t-1") == 5); // events 1-4 deleted: the snapshot is load-bearing
+
+  // A new release: the state is at version 2 and reads version 1 through its upcast.
+  troupe::actor_system sys;
+  auto a = sys.spawn<tally<tally_v2>>(tp::persistence_id{"t-1"}, j, every(4, 1, false));
+  auto [s, from] = test::get(a.ask(tally_query{}, asio::use_future));
+  CHECK(from == 4);
+  CHECK(s.count == 15);
+  CHECK(s.origin == "upcast");
+  for (long i = 6; i <= 8; ++i) test::get(a.ask(add{i}, asio::use_future));
+  drain(*j);
+  REQUIRE(!j->load_snapshot("t-1", {}, snap));
+  CHECK(snap->seq == 8);
+  CHECK(snap->version == 2);
+}
+
+TEST_CASE("a snapshot of a state version the actor does not read falls back to the events, or is named when they are gone") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto j = std::make_shared<tp::journal_of<tp::memory_store>>(store);
+  {
+    troupe::actor_system sys;
+    auto a = sys.spawn<tally<tally_plain>>(tp::persistence_id{"t-2"}, j, every(3, 1, false));
+    auto b = sys.spawn<tally<tally_plain>>(tp::persistence_id{"t-3"}, j, every(3, 1, true));
+    for (long i = 1; i <= 4; ++i) {
+      test::get(a.ask(add{i}, asio::use_future));
+      test::get(b.ask(add{i}, asio::use_future));
+    }
+  }
+  drain(*j);
+  // Snapshots of a version-2 state (as a newer release would write them),
+  // read by a release whose state is `tally_v1`, which reads only version 1.
+  for (const char* pid : {"t-2", "t-3"}) {
+    std::optional<tp::snapshot_record> snap;
+    REQUIRE(!j->load_snapshot(pid, {}, snap));
+    REQUIRE(snap);
+    CHECK(snap->version == 1); // a data member named `version` is not the state's version
+    snap->version = 2;
+    REQUIRE(!store->save_snapshot(pid, *snap));
+  }
+  troupe::actor_system sys;
+  auto a = sys.spawn<tally<tally_v1>>(tp::persistence_id{"t-2"}, j);
+  auto [s, from] = test::get(a.ask(tally_query{}, asio::use_future));
+  CHECK(from == 0); // the snapshot was passed over: the events rebuilt the state
+  CHECK(s.count == 10);
+  auto b = sys.spawn<tally<tally_v1>>(tp::persistence_id{"t-3"}, j);
+  auto why = test::get(b.when_stopped(asio::use_future)).what;
+  CHECK(why.find("snapshot 3 cannot be used (its state version 2 is none this actor reads") != std::string::npos);
+  CHECK(why.find("events 1 to 3 it covers were deleted") != std::string::npos);
 }

@@ -2,6 +2,7 @@
 #include <troupe/persistence/rocksdb_store.hpp>
 
 #include <troupe/persistence/memory_store.hpp>
+#include <troupe/detail/clock.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -49,12 +50,72 @@ using V = std::vector<tp::sequence_nr>;
 TEMPLATE_TEST_CASE("replay returns every event in order, with its manifest, version and payload", "", memory_fixture,
                    rocksdb_fixture) {
   TestType f;
+  const auto before = troupe::detail::now_ms();
   REQUIRE(!f.store.write("p-1", events(1, 3)));
   REQUIRE(!f.store.write("p-1", events(4, 5)));
+  const auto after = troupe::detail::now_ms();
   std::vector<tp::event_record> got;
   REQUIRE(
       !f.store.replay("p-1", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { got.push_back(e); }));
+  // Given without a write time, each got the time of its write.
+  for (auto& e : got) {
+    CHECK(e.metadata.written_ms >= before);
+    CHECK(e.metadata.written_ms <= after);
+    e.metadata.written_ms = 0;
+  }
   CHECK(got == events(1, 5));
+}
+
+TEMPLATE_TEST_CASE("events and snapshots keep their metadata: write time and entries, as given", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  auto e = events(1, 2);
+  e[0].metadata.set("trace-id", "4bf92f3577b34da6").set("causation", "order:7");
+  e[0].metadata.set("trace-id", "a3ce929d0e0e4736"); // replaces
+  e[1].metadata.written_ms = 1234;                   // kept as given
+  e[1].metadata.set("empty", "");
+  e[1].metadata.set(std::string("bin\0ary", 7), std::string("\xff\0", 2));
+  REQUIRE(!f.store.write("p", e));
+  std::vector<tp::event_record> got;
+  REQUIRE(!f.store.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& r) { got.push_back(r); }));
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].metadata.entries == decltype(got[0].metadata.entries){{"trace-id", "a3ce929d0e0e4736"}, {"causation", "order:7"}});
+  CHECK(*got[0].metadata.get("causation") == "order:7");
+  CHECK(got[0].metadata.get("absent") == nullptr);
+  CHECK(got[0].metadata.written_ms > 0);
+  CHECK(got[1] == e[1]);
+
+  tp::snapshot_record snap{3, 99, "{}"};
+  snap.version = 4;
+  snap.metadata.set("k", "v");
+  REQUIRE(!f.store.save_snapshot("p", snap));
+  std::optional<tp::snapshot_record> back;
+  REQUIRE(!f.store.load_snapshot("p", {}, back));
+  REQUIRE(back);
+  CHECK(back->version == 4);
+  CHECK(back->timestamp_ms == 99);
+  CHECK(back->metadata.entries == snap.metadata.entries);
+  CHECK(back->metadata.written_ms > 0);
+}
+
+TEMPLATE_TEST_CASE("metadata over the limit is invalid_argument on every store, and nothing is written", "",
+                   memory_fixture, rocksdb_fixture) {
+  TestType f;
+  const std::error_code invalid = troupe::errc::invalid_argument;
+  auto e = events(1, 1);
+  e[0].metadata.set("k", std::string(tp::max_metadata_bytes - 5, 'v')); // 4 + 1 + (max - 5) = max
+  CHECK(e[0].metadata.entries_bytes() == tp::max_metadata_bytes);
+  REQUIRE(!f.store.write("p", e));
+  e = events(2, 2);
+  e[0].metadata.set("k", std::string(tp::max_metadata_bytes - 4, 'v'));
+  CHECK(f.store.write("p", e) == invalid);
+  CHECK(f.store.highest_sequence_nr("p") == 1);
+  tp::snapshot_record snap{1, 1, "{}"};
+  snap.metadata.set("k", std::string(tp::max_metadata_bytes, 'v'));
+  CHECK(f.store.save_snapshot("p", snap) == invalid);
+  std::optional<tp::snapshot_record> back;
+  REQUIRE(!f.store.load_snapshot("p", {}, back));
+  CHECK(!back);
 }
 
 TEMPLATE_TEST_CASE("replay honours the lower bound, the upper bound and the count limit", "", memory_fixture,

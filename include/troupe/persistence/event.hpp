@@ -10,6 +10,7 @@
 #include <concepts>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 namespace troupe::persistence {
 
@@ -66,6 +67,41 @@ template <class E>
 concept upcastable =
     requires { typename E::previous; } && event<typename E::previous> && requires(typename E::previous p) {
       { E::upcast(std::move(p)) } -> std::same_as<E>;
+    };
+
+/// The version of a state type in its snapshots: `S::version` (a static
+/// member), or 1.
+template <class S>
+constexpr std::uint32_t state_version_of() {
+  if constexpr (requires { S::version; }) {
+    if constexpr (!std::is_member_object_pointer_v<decltype(&S::version)>)
+      return S::version;
+    else
+      return 1; // a data member named `version` is the state's own
+  } else {
+    return 1;
+  }
+}
+
+/// Schema evolution of a snapshotted state, as for events: a state type
+/// that replaced an older one declares a `version`, the older type as
+/// `previous`, and how to turn it into the new one. Recovery reads a
+/// snapshot of any version in the chain; one of a version outside it is
+/// unreadable (recovery falls back to an older snapshot, or to the events).
+///
+/// \code
+/// struct cart_v1 { std::vector<std::string> skus; };      // as once snapshotted
+/// struct cart {
+///   static constexpr std::uint32_t version = 2;
+///   using previous = cart_v1;
+///   static cart upcast(cart_v1 old);
+///   std::map<std::string, int> quantities;
+/// };
+/// \endcode
+template <class S>
+concept state_upcastable =
+    requires { typename S::previous; } && json_convertible<typename S::previous> && requires(typename S::previous p) {
+      { S::upcast(std::move(p)) } -> std::same_as<S>;
     };
 
 } // namespace troupe::persistence

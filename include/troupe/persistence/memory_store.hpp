@@ -10,6 +10,7 @@
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
+#include <troupe/detail/clock.hpp>
 #include <troupe/detail/stored_handler.hpp>
 
 #include <asio/async_result.hpp>
@@ -54,7 +55,8 @@ public:
                         const std::vector<table_write>& tables) {
     if (!events.empty() && !detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     for (auto& e : events)
-      if (e.manifest.size() > detail::max_manifest) return troupe::errc::invalid_argument;
+      if (e.manifest.size() > detail::max_manifest || !detail::valid_metadata(e.metadata))
+        return troupe::errc::invalid_argument;
     for (auto& w : tables)
       if (tables_.slot(w.table) == detail::table_registry::capacity) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
@@ -72,7 +74,11 @@ public:
         t.erase(it);
     }
     if (s) {
-      for (auto& e : events) s->events[e.seq] = e;
+      const auto now = troupe::detail::now_ms();
+      for (auto& e : events) {
+        auto& stored = s->events[e.seq] = e;
+        if (stored.metadata.written_ms == 0) stored.metadata.written_ms = now;
+      }
       s->highest = events.back().seq;
     }
     return {};
@@ -173,9 +179,10 @@ public:
 
   /// Saves a snapshot; one at the same sequence number is overwritten.
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
-    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    if (!detail::valid_pid(pid) || !detail::valid_metadata(s.metadata)) return troupe::errc::invalid_argument;
     std::lock_guard g(mutex_);
-    ids_[std::string(pid)].snapshots[s.seq] = s;
+    auto& stored = ids_[std::string(pid)].snapshots[s.seq] = s;
+    if (stored.metadata.written_ms == 0) stored.metadata.written_ms = troupe::detail::now_ms();
     return {};
   }
 

@@ -1,11 +1,15 @@
 #pragma once
 
 /// \file
-/// Settings of one persistent actor: the event size limit and when it saves
-/// snapshots.
+/// Settings of one persistent actor: the event size limit, when it saves
+/// snapshots, and the metadata of its events.
+
+#include <troupe/persistence/records.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string_view>
 
 namespace troupe::persistence {
 
@@ -32,6 +36,12 @@ struct persistence_options {
   /// `errc::event_too_large` and nothing is written.
   std::size_t max_event_bytes = 1 << 20;
   persistence::snapshot_policy snapshots;
+  /// Called for every event the actor persists, with the event's metadata
+  /// (the entries the persist gave, if any) before it is written: a tracing
+  /// hook adds its context here (a trace ID from the handler's thread, the
+  /// causing message). Runs on the actor's turn; must not block. A throw
+  /// fails the persist (nothing written).
+  std::function<void(std::string_view pid, std::string_view manifest, record_metadata&)> event_metadata{};
 };
 
 } // namespace troupe::persistence

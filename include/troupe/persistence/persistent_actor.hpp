@@ -139,6 +139,20 @@ public:
     return persist_all(std::move(e));
   }
 
+  /// As `persist_all`, each event with the entries of `metadata` (its
+  /// `written_ms` is the store's: leave it 0). `invalid_argument` when they
+  /// exceed `max_metadata_bytes` (nothing written). Replays return them
+  /// (`journal::replay`); `apply` does not see them.
+  template <event... E>
+  task<> persist_all_tagged(record_metadata metadata, E... events) {
+    return persist_impl({}, std::move(metadata), std::move(events)...);
+  }
+
+  template <event E>
+  task<> persist_tagged(record_metadata metadata, E e) {
+    return persist_impl({}, std::move(metadata), std::move(e));
+  }
+
   /// Recovery; a `Derived` that needs start-up work puts it in
   /// `on_recovery_completed` (an `on_start` of its own would hide this one).
   task<> on_start() {
@@ -154,11 +168,27 @@ protected:
   /// durable exactly when they are).
   template <event... E>
   task<> persist_all_with(std::vector<table_write> tables, E... events) {
+    return persist_impl(std::move(tables), {}, std::move(events)...);
+  }
+
+  /// Begins a batch: until `commit_batch`, persists are applied at once (the
+  /// handler sees its own events) and written later, all in one atomic
+  /// write, and `after_commit` actions wait for that write.
+  void begin_batch() {
+    if (batch_) throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": a batch is already open");
+    batch_.emplace();
+    batch_->start = seq_;
+  }
+
+private:
+  /// Every event gets a copy of `metadata`, then what the options' hook adds.
+  template <event... E>
+  task<> persist_impl(std::vector<table_write> tables, record_metadata metadata, E... events) {
     refuse_if_failed();
     std::vector<event_record> records;
     records.reserve(sizeof...(E));
     sequence_nr next = seq_;
-    (records.push_back(encode(++next, events)), ...);
+    (records.push_back(encode(++next, events, metadata)), ...);
     if (batch_) {
       // Inside a batch: applied now, written by commit_batch.
       for (auto& r : records) batch_->records.push_back(std::move(r));
@@ -174,15 +204,7 @@ protected:
     snapshot_if_due(before);
   }
 
-  /// Begins a batch: until `commit_batch`, persists are applied at once (the
-  /// handler sees its own events) and written later, all in one atomic
-  /// write, and `after_commit` actions wait for that write.
-  void begin_batch() {
-    if (batch_) throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": a batch is already open");
-    batch_.emplace();
-    batch_->start = seq_;
-  }
-
+protected:
   bool in_batch() const noexcept { return batch_.has_value(); }
 
   /// Writes the batch's events and table changes, with `tables`,
@@ -316,7 +338,7 @@ private:
   }
 
   template <class E>
-  event_record encode(sequence_nr seq, const E& e) const {
+  event_record encode(sequence_nr seq, const E& e, const record_metadata& metadata) const {
     std::string payload;
     try {
       payload = to_json_text(e);
@@ -328,7 +350,14 @@ private:
       throw error(errc::event_too_large, std::string(E::manifest) + " for " + id_ + " has " +
                                              std::to_string(payload.size()) + " bytes; the limit is " +
                                              std::to_string(options_.max_event_bytes));
-    return {seq, std::string(E::manifest), version_of<E>(), std::move(payload)};
+    event_record r{seq, std::string(E::manifest), version_of<E>(), std::move(payload)};
+    r.metadata = metadata;
+    if (options_.event_metadata) options_.event_metadata(id_, E::manifest, r.metadata);
+    if (r.metadata.entries_bytes() > max_metadata_bytes)
+      throw error(troupe::errc::invalid_argument, "the metadata of " + std::string(E::manifest) + " for " + id_ +
+                                                      " has " + std::to_string(r.metadata.entries_bytes()) +
+                                                      " bytes; the limit is " + std::to_string(max_metadata_bytes));
+    return r;
   }
 
   task<> write_or_throw(std::vector<event_record> records, std::vector<table_write> tables) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace troupe::persistence {
 
@@ -23,18 +24,64 @@ using sequence_nr = std::uint64_t;
 
 inline constexpr sequence_nr max_sequence_nr = std::numeric_limits<sequence_nr>::max();
 
+/// What a record carries besides its content, written atomically with it
+/// and returned by every read: when it was written, and a small map of
+/// entries the application or a tracing hook fills (causation and
+/// correlation IDs, trace context). The store keeps the entries as given;
+/// their encoded size (2 + key + 2 + value bytes each) is at most
+/// `max_metadata_bytes`.
+struct record_metadata {
+  /// Milliseconds since the epoch when the record was written: a store
+  /// given 0 sets it to the time of its write. 0 on records written before
+  /// stores kept it (on-disk format 1).
+  std::int64_t written_ms = 0;
+  /// Keys are unique (`set` replaces); order is kept.
+  std::vector<std::pair<std::string, std::string>> entries;
+
+  /// The value of `key`, or null.
+  const std::string* get(std::string_view key) const noexcept {
+    for (auto& [k, v] : entries)
+      if (k == key) return &v;
+    return nullptr;
+  }
+
+  /// Sets `key` to `value`, replacing an entry of the same key.
+  record_metadata& set(std::string key, std::string value) {
+    for (auto& [k, v] : entries)
+      if (k == key) {
+        v = std::move(value);
+        return *this;
+      }
+    entries.emplace_back(std::move(key), std::move(value));
+    return *this;
+  }
+
+  /// The entries' encoded size.
+  std::size_t entries_bytes() const noexcept {
+    std::size_t n = 0;
+    for (auto& [k, v] : entries) n += 4 + k.size() + v.size();
+    return n;
+  }
+
+  friend bool operator==(const record_metadata&, const record_metadata&) = default;
+};
+
+/// The most bytes a record's metadata entries take (see `record_metadata`).
+inline constexpr std::size_t max_metadata_bytes = 0xFFFF;
+
 /// One journaled event: its sequence number, the stable name and version of
-/// its type (for upcasting old versions), and the serialized payload.
+/// its type (for upcasting old versions), the serialized payload, and its
+/// metadata.
 struct event_record {
   sequence_nr seq = 0;
   std::string manifest;
   std::uint32_t version = 1;
   std::string payload;
+  record_metadata metadata{};
 
   friend bool operator==(const event_record&, const event_record&) = default;
 };
 
-/// A snapshot of an actor's state after event `seq`.
 /// The manifest of the record a salvage (`rocksdb_options::salvage`) leaves
 /// at the last number of each persistence ID's dropped events, with payload
 /// `{"from": a, "to": b}`: recovery passes over the numbers it covers, and
@@ -42,11 +89,16 @@ struct event_record {
 /// acknowledged is handed out again.
 inline constexpr std::string_view events_lost_manifest = "troupe.events_lost";
 
+/// A snapshot of an actor's state after event `seq`.
 struct snapshot_record {
   sequence_nr seq = 0;
   /// Milliseconds since the epoch when it was taken.
   std::int64_t timestamp_ms = 0;
   std::string payload;
+  /// The version of the state type that wrote `payload` (for upcasting a
+  /// snapshot of an older state type; 1 for records of format-1 stores).
+  std::uint32_t version = 1;
+  record_metadata metadata{};
 
   friend bool operator==(const snapshot_record&, const snapshot_record&) = default;
 };

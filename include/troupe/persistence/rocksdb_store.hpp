@@ -13,11 +13,13 @@
 #include <troupe/persistence/detail/group_writer.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/detail/memtable_hints.hpp>
+#include <troupe/persistence/detail/rocksdb_format.hpp>
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
 #include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/persistence/detail/salvage.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
 #include <troupe/detail/bytes.hpp>
+#include <troupe/detail/clock.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
 
@@ -29,13 +31,9 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -82,8 +80,9 @@ struct rocksdb_options {
 /// actors that persisted at the same time.
 class rocksdb_store {
 public:
-  /// The on-disk format this code writes; a store of a higher one is refused.
-  static constexpr std::uint32_t format_version = 1;
+  /// The on-disk format this code writes; a store of a higher one is
+  /// refused, an older one migrated when it is opened (docs/storage.md).
+  static constexpr std::uint32_t format_version = detail::rocksdb_format::current;
 
   /// Opens (or creates) the store at `path`, with every table it already
   /// has. Throws `troupe::error`:
@@ -139,6 +138,12 @@ public:
   /// the count of dropped records of each table. Empty when the store was
   /// not damaged, or not opened with `salvage`.
   const std::vector<std::string>& salvaged() const noexcept { return salvaged_; }
+
+  /// The format version the store had when it was opened (`format_version`
+  /// for a new store), and how many records its migration to
+  /// `format_version` rewrote (0 if it needed none).
+  std::uint32_t opened_format() const noexcept { return opened_format_; }
+  std::uint64_t migrated_records() const noexcept { return migrated_; }
 
   /// The database, for tests and tools (not while a failed write's reopen
   /// is failing: then there is none).
@@ -353,10 +358,21 @@ public:
   // -- snapshots --------------------------------------------------------------
 
   /// Saves a snapshot; one at the same sequence number is overwritten.
+  /// `invalid_argument` for metadata over `max_metadata_bytes`. A snapshot
+  /// given without a write time (`metadata.written_ms`) gets the time of
+  /// this call.
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
-    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    if (!detail::valid_pid(pid) || !detail::valid_metadata(s.metadata)) return troupe::errc::invalid_argument;
     auto key = detail::seq_key(detail::id_prefix(pid), s.seq);
-    return writer_->run(std::string(pid), [this, key, value = detail::encode_snapshot(s)](rocksdb::WriteBatch& b) {
+    std::string value;
+    if (s.metadata.written_ms == 0) {
+      auto stamped = s;
+      stamped.metadata.written_ms = troupe::detail::now_ms();
+      value = detail::encode_snapshot(stamped);
+    } else {
+      value = detail::encode_snapshot(s);
+    }
+    return writer_->run(std::string(pid), [this, key, value = std::move(value)](rocksdb::WriteBatch& b) {
       b.Put(snapshots_cf(), key, value);
       return std::error_code{};
     });
@@ -534,11 +550,6 @@ private:
     return detail::table_registry::slot_of(t) < table_count_.load(std::memory_order_acquire);
   }
 
-  /// The name of the file holding the format version, next to RocksDB's
-  /// files: read before RocksDB opens anything, so that a store of a newer
-  /// format is refused untouched.
-  static constexpr const char* format_file = "troupe-format";
-
   rocksdb::DBOptions db_options() const {
     rocksdb::DBOptions o;
     if (env_) o.env = env_.get();
@@ -567,13 +578,12 @@ private:
                   "cannot open store " + path_ + ": locked by another process (pid " + std::to_string(holder) + ")");
     std::error_code fec;
     const bool exists = fs::exists(fs::path(path_) / "CURRENT", fec);
-    bool format_known = false;
-    if (exists) format_known = read_format_file();
+    detail::rocksdb_format format(path_);
     std::vector<std::string> existing;
     if (exists) {
       auto st = rocksdb::DB::ListColumnFamilies(db_options(), path_, &existing);
       if (!st.ok()) fail_open(st, "cannot read its column families");
-      if (!format_known) read_format_read_only(existing);
+      format.refuse_newer(db_options(), existing);
     } else if (options_.create_if_missing) {
       fs::create_directories(path_, fec);
       if (fec) throw error(errc::storage_failure, "cannot create store " + path_ + ": " + fec.message());
@@ -598,53 +608,13 @@ private:
       }
     }
     try {
-      check_format();
+      opened_format_ = format.settle(*db_, meta_cf(), journal_cf(), snapshots_cf());
+      migrated_ = format.migrated();
     } catch (...) {
       close_db();
       throw;
     }
     writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
-  }
-
-  /// The format file's version, if the store has the file (false if not);
-  /// throws for a newer one, or an unreadable file.
-  bool read_format_file() const {
-    const auto file = std::filesystem::path(path_) / format_file;
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec)) return false;
-    std::ifstream in(file);
-    std::uint64_t v = 0;
-    if (!(in >> v))
-      throw error(errc::corrupt_store, "cannot open store " + path_ + ": " + file.string() + " holds no format version");
-    refuse_if_newer(v);
-    return true;
-  }
-
-  /// A store written before the format file existed: its version from
-  /// `meta`, read without writing anything.
-  void read_format_read_only(const std::vector<std::string>& existing) {
-    if (std::find(existing.begin(), existing.end(), "meta") == existing.end()) return; // not a troupe store yet
-    rocksdb::DBOptions o = db_options();
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs{{"default", {}}, {"meta", {}}};
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* raw = nullptr;
-    auto st = rocksdb::DB::OpenForReadOnly(o, path_, cfs, &handles, &raw);
-    if (!st.ok()) fail_open(st, "cannot read its format version");
-    std::unique_ptr<rocksdb::DB> db(raw);
-    std::string v;
-    st = db->Get(rocksdb::ReadOptions{}, handles[1], "format", &v);
-    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-    if (st.IsNotFound()) return;
-    if (!st.ok()) fail_open(st, "cannot read its format version");
-    if (v.size() != 4) throw error(errc::corrupt_store, "cannot open store " + path_ + ": its format version is unreadable");
-    refuse_if_newer(troupe::detail::get_be(v, 0, 4));
-  }
-
-  void refuse_if_newer(std::uint64_t found) const {
-    if (found > format_version)
-      throw error(errc::store_format_too_new, "store " + path_ + " has format version " + std::to_string(found) +
-                                                  "; this troupe reads up to " + std::to_string(format_version) +
-                                                  " (the store was left unchanged)");
   }
 
   /// The writes of the store's WAL files, oldest first.
@@ -714,49 +684,6 @@ private:
     if (auto st = db_->Flush(fo, all); !st.ok()) fail_open(st, "cannot flush the salvaged store");
   }
 
-  /// The format in `meta` (written for a new store) and in the format file.
-  void check_format() {
-    std::string v;
-    auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), "format", &v);
-    if (st.IsNotFound()) {
-      std::string f;
-      troupe::detail::put_u32(f, format_version);
-      rocksdb::WriteOptions wo;
-      wo.sync = true;
-      if (auto w = db_->Put(wo, meta_cf(), "format", f); !w.ok()) fail_open(w, "cannot write its format version");
-    } else if (!st.ok()) {
-      fail_open(st, "cannot read its format version");
-    } else if (v.size() != 4) {
-      throw error(errc::corrupt_store, "cannot open store " + path_ + ": its format version is unreadable");
-    } else {
-      refuse_if_newer(troupe::detail::get_be(v, 0, 4));
-    }
-    write_format_file();
-  }
-
-  void write_format_file() const {
-    const auto file = std::filesystem::path(path_) / format_file;
-    std::error_code ec;
-    if (std::filesystem::exists(file, ec)) return;
-    const auto tmp = file.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << format_version << "\n";
-      if (!out.flush()) throw error(errc::storage_failure, "cannot write " + tmp);
-    }
-    sync_path(tmp);
-    std::filesystem::rename(tmp, file, ec);
-    if (ec) throw error(errc::storage_failure, "cannot write " + file.string() + ": " + ec.message());
-    sync_path(path_);
-  }
-
-  static void sync_path(const std::string& p) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    (void)::fsync(fd);
-    ::close(fd);
-  }
-
   /// Records a failed read: what RocksDB said, and of what.
   std::error_code read_failed(const rocksdb::Status& st, const std::string& of) {
     failures_.set("reading " + of + " from " + path_ + ": " + st.ToString());
@@ -771,6 +698,8 @@ private:
   detail::failure_note failures_;
   detail::live_ids live_ids_;
   std::vector<std::string> salvaged_;
+  std::uint32_t opened_format_ = 0;
+  std::uint64_t migrated_ = 0;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> own_handles_; // journal, snapshots, meta (and default)
   std::shared_mutex db_mutex_;                           // reads share it; a reopen has it alone

@@ -11,6 +11,7 @@
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
 #include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/detail/bytes.hpp>
+#include <troupe/detail/clock.hpp>
 #include <troupe/detail/unique_function.hpp>
 
 #include <pthread.h>
@@ -186,6 +187,7 @@ private:
     accepted_.clear();
     for (auto& w : later) put_table(w);
     std::uint64_t events = 0;
+    std::int64_t now = 0; // the group's write time, read once
     for (auto* r : order_) {
       id_entry* id = nullptr;
       if (!r->events.empty() || (!r->extra && r->tables.empty())) {
@@ -204,7 +206,7 @@ private:
           continue;
         }
         for (auto& e : r->events)
-          if (e.manifest.size() > max_manifest) valid = false;
+          if (e.manifest.size() > max_manifest || !valid_metadata(e.metadata)) valid = false;
         if (!valid) {
           r->done(troupe::errc::invalid_argument);
           continue;
@@ -221,7 +223,8 @@ private:
         continue;
       }
       for (auto& w : r->tables) put_table(w);
-      for (auto& e : r->events) put_event(id->prefix, e);
+      if (!r->events.empty() && now == 0) now = troupe::detail::now_ms();
+      for (auto& e : r->events) put_event(id->prefix, e, now);
       accepted_.push_back({r, id, id ? id->highest : 0});
       if (!r->events.empty()) id->highest = r->events.back().seq;
       events += r->events.size();
@@ -285,14 +288,16 @@ private:
 
   /// Adds one event to the batch, without building its key or value in a
   /// string of its own: RocksDB concatenates the parts.
-  void put_event(const std::string& prefix, const event_record& e) {
+  /// An event given without a write time gets `now`.
+  void put_event(const std::string& prefix, const event_record& e, std::int64_t now) {
     char seq[8];
     troupe::detail::store_be<8>(seq, e.seq);
-    char header[10];
-    detail::event_header(e, header);
+    const std::string entries = encode_entries(e.metadata);
+    char header[event_header_size];
+    detail::event_header(e, e.metadata.written_ms != 0 ? e.metadata.written_ms : now, entries, header);
     const rocksdb::Slice key[2] = {prefix, {seq, 8}};
-    const rocksdb::Slice value[3] = {{header, 10}, e.manifest, e.payload};
-    batch_.Put(layout_.journal, rocksdb::SliceParts(key, 2), rocksdb::SliceParts(value, 3));
+    const rocksdb::Slice value[4] = {{header, event_header_size}, e.manifest, entries, e.payload};
+    batch_.Put(layout_.journal, rocksdb::SliceParts(key, 2), rocksdb::SliceParts(value, 4));
   }
 
   id_entry& entry(const std::string& pid) {

@@ -132,9 +132,15 @@ private:
       if (!s) return;
       if (!ec) {
         try {
-          out_.state = from_json_text<State>(s->payload);
-          out_.seq = out_.snapshot = s->seq;
-          return;
+          if (auto state = decode_state<State>(*s)) {
+            out_.state = std::move(*state);
+            out_.seq = out_.snapshot = s->seq;
+            return;
+          }
+          if (!unreadable_)
+            unreadable_.emplace(s->seq, "its state version " + std::to_string(s->version) +
+                                            " is none this actor reads (current: " +
+                                            std::to_string(state_version_of<State>()) + ")");
         } catch (const std::exception& ex) {
           out_.state = State{};
           if (!unreadable_) unreadable_.emplace(s->seq, std::string("does not decode: ") + ex.what());
@@ -145,6 +151,18 @@ private:
       if (s->seq == 0) return;
       c.max_seq = s->seq - 1;
     }
+  }
+
+  /// The snapshot's state as an `S`, from its own version or, through
+  /// `S::upcast`, from an older one in its chain; empty when its version is
+  /// none of them. Throws when the payload does not parse.
+  template <class S>
+  static std::optional<S> decode_state(const snapshot_record& s) {
+    if (s.version == state_version_of<S>()) return from_json_text<S>(s.payload);
+    if constexpr (state_upcastable<S>) {
+      if (auto old = decode_state<typename S::previous>(s)) return S::upcast(std::move(*old));
+    }
+    return std::nullopt;
   }
 
   template <class... E>

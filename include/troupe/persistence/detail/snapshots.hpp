@@ -3,6 +3,7 @@
 // Saving a snapshot and applying the retention policy, on the journal's
 // blocking thread.
 
+#include <troupe/persistence/event.hpp>
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/json.hpp>
 #include <troupe/persistence/options.hpp>
@@ -28,6 +29,7 @@ void save_snapshot(journal& j, const std::string& pid, sequence_nr seq, const St
   snapshot_record s;
   s.seq = seq;
   s.timestamp_ms = troupe::detail::now_ms();
+  s.version = state_version_of<State>();
   try {
     s.payload = to_json_text(state);
   } catch (const std::exception&) {
@@ -45,8 +47,7 @@ void save_snapshot(journal& j, const std::string& pid, sequence_nr seq, const St
       std::optional<snapshot_record> back;
       if (!j->load_snapshot(pid, just_saved, back) && back && back->payload == s.payload) {
         try {
-          (void)from_json_text<State>(back->payload);
-          readable = true;
+          readable = back->version == s.version && (void(from_json_text<State>(back->payload)), true);
         } catch (const std::exception&) {
         }
       }
