@@ -1,14 +1,20 @@
 // troupe_orders: the crash-proof order workflow, and its kill -9 torture.
 //
-//   troupe_orders run     --orders N --dir D [--seed S]
-//       places orders 1..N (idempotent) and processes until every order has
-//       ended; can be killed at any moment and run again on the same D.
+//   troupe_orders run     --orders N --dir D [--seed S] [--upto M] [--arrivals R]
+//       places orders 1..M (default N; idempotent) and processes until every
+//       one has ended; with --arrivals, the orders not placed before arrive
+//       at R per second while earlier ones are processed; can be killed at
+//       any moment and run again on the same D.
 //   troupe_orders verify  --orders N --dir D
 //       reads the stores (the actor system's, the gateway's, the mail
 //       service's) and prints a JSON summary as its last line.
 //   troupe_orders torture --cycles K --orders N --seed S --dir D
 //       K times: `run` in a child process, killed with SIGKILL at a random
-//       moment; then a last uninterrupted `run`, then `verify`.
+//       moment; then a last uninterrupted `run`, then `verify`. Orders
+//       arrive as a stream across the cycles: cycle k's child places orders
+//       up to k*N/K, the new ones while earlier ones are under way, and the
+//       kill strikes while they arrive; each cycle says how many orders were
+//       in flight (placed, not ended) when it struck.
 //
 // The payment gateway does not dedup by key here (`honours_keys = false`):
 // no double charge is troupe's own doing, resolving lost answers by query.
@@ -21,6 +27,7 @@
 
 #include <asio/use_future.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -39,6 +46,7 @@
 #include <set>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -54,11 +62,13 @@ struct args {
   long cycles = 20;
   std::uint64_t seed = 1;
   std::string dir;
+  long upto = 0;        // run: place orders 1..upto (0: all)
+  double arrivals = 0;  // run: new orders per second (0: all at once)
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "troupe_orders: " << why << "\n"
-            << "usage: troupe_orders run --orders N --dir D [--seed S]\n"
+            << "usage: troupe_orders run --orders N --dir D [--seed S] [--upto M] [--arrivals R]\n"
             << "       troupe_orders verify --orders N --dir D\n"
             << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n";
   std::exit(2);
@@ -83,6 +93,10 @@ args parse(int argc, char** argv) {
         a.seed = std::stoull(v);
       else if (k == "--dir")
         a.dir = v;
+      else if (k == "--upto")
+        a.upto = std::stol(v);
+      else if (k == "--arrivals")
+        a.arrivals = std::stod(v);
       else
         usage("unknown option " + k);
     } catch (const std::logic_error&) {
@@ -92,6 +106,9 @@ args parse(int argc, char** argv) {
   if (a.dir.empty()) usage("--dir is required");
   if (a.orders < 1) usage("--orders must be at least 1");
   if (a.cycles < 0) usage("--cycles must not be negative");
+  if (a.upto < 0 || a.upto > a.orders) usage("--upto must be between 1 and --orders");
+  if (a.upto == 0) a.upto = a.orders;
+  if (!(a.arrivals >= 0)) usage("--arrivals must not be negative");
   return a;
 }
 
@@ -221,26 +238,44 @@ int run(const args& a) {
   td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
   sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
 
-  auto track = std::make_shared<progress>(a.orders, isatty(2) != 0);
+  auto track = std::make_shared<progress>(a.upto, isatty(2) != 0);
   std::function<void(order_ended)> ended = [track](order_ended e) { track->handle(e); };
   std::vector<troupe::actor_ref<order>> refs;
-  refs.reserve(a.orders);
-  for (long n = 1; n <= a.orders; ++n)
+  refs.reserve(a.upto);
+  for (long n = 1; n <= a.upto; ++n)
     refs.push_back(sys.spawn<order>(troupe::persistence_id{order_pid(n)}, n, ended, o));
   // Every order has recovered once it answers.
   std::vector<std::future<order_state>> states;
   for (auto& r : refs) states.push_back(r.ask(order_status{}, asio::use_future));
   long pending_at_start = 0;
-  for (auto& f : states) pending_at_start += f.get().ended() ? 0 : 1;
+  std::vector<bool> placed_before(refs.size());
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    const auto s = states[i].get();
+    pending_at_start += s.ended() ? 0 : 1;
+    placed_before[i] = s.placed;
+  }
   const double recovery_s = seconds_since(t0);
-  std::cout << "ready: " << a.orders << " orders recovered in " << static_cast<long>(recovery_s * 1000) << " ms, "
+  std::cout << "ready: " << a.upto << " orders recovered in " << static_cast<long>(recovery_s * 1000) << " ms, "
             << pending_at_start << " not ended" << std::endl;
   track->start_processing();
-  for (auto& r : refs) (void)r.tell(place_order{});
+  // What was placed before goes on at once; new orders arrive as a stream
+  // (or all at once without --arrivals).
+  std::vector<std::size_t> arriving;
+  for (std::size_t i = 0; i < refs.size(); ++i)
+    if (placed_before[i] || a.arrivals == 0)
+      (void)refs[i].tell(place_order{});
+    else
+      arriving.push_back(i);
+  const auto stream_start = clock_type::now();
+  for (std::size_t k = 0; k < arriving.size(); ++k) {
+    std::this_thread::sleep_until(stream_start + std::chrono::duration_cast<clock_type::duration>(
+                                                     std::chrono::duration<double>(static_cast<double>(k) / a.arrivals)));
+    (void)refs[arriving[k]].tell(place_order{});
+  }
   track->wait_all();
   const long done_now = track->ended_this_run();
   const double secs = track->processing_seconds();
-  boost::json::object summary{{"orders", a.orders},
+  boost::json::object summary{{"orders", a.upto},
                               {"ended", track->ended()},
                               {"completed", track->complete()},
                               {"ended_this_run", done_now},
@@ -249,7 +284,7 @@ int run(const args& a) {
                               {"recovery_ms", static_cast<long>(recovery_s * 1000)},
                               {"not_ended_at_start", pending_at_start}};
   std::cout << boost::json::serialize(summary) << std::endl;
-  return track->complete() == a.orders ? 0 : 1;
+  return track->complete() == a.upto ? 0 : 1;
 }
 
 // -- verify ------------------------------------------------------------------------
@@ -318,6 +353,7 @@ boost::json::object verify(const args& a) {
   for (long n = 1; n <= a.orders; ++n)
     if (!known.contains(n)) ++lost;
   return {{"orders", a.orders},
+          {"placed", static_cast<long>(known.size())},
           {"completed", completed},
           {"charges", charges},
           {"double_charges", double_charges},
@@ -337,7 +373,7 @@ bool healthy(const boost::json::object& v, long orders) {
 // -- torture -----------------------------------------------------------------------
 
 /// Starts `run` in a child process, its standard output on a pipe.
-pid_t start_child(const args& a, std::uint64_t seed, int& out) {
+pid_t start_child(const args& a, std::uint64_t seed, int& out, long upto, double arrivals) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   std::string self = fs::read_symlink("/proc/self/exe").string();
@@ -349,9 +385,10 @@ pid_t start_child(const args& a, std::uint64_t seed, int& out) {
     close(fds[1]);
     int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, 2); // no progress display from the child
-    auto n = std::to_string(a.orders), s = std::to_string(seed);
+    auto n = std::to_string(a.orders), s = std::to_string(seed), u = std::to_string(upto),
+         r = std::to_string(arrivals);
     execl(self.c_str(), self.c_str(), "run", "--orders", n.c_str(), "--dir", a.dir.c_str(), "--seed", s.c_str(),
-          static_cast<char*>(nullptr));
+          "--upto", u.c_str(), "--arrivals", r.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
@@ -383,20 +420,25 @@ int torture(const args& a) {
             << std::endl;
   std::mt19937_64 rng(a.seed);
   auto uniform = [&](long lo, long hi) { return std::uniform_int_distribution<long>(lo, hi)(rng); };
-  // Kills during processing come within half the time the remaining orders
-  // are expected to take (from the rate seen so far), so that most of them
-  // strike while orders are under way rather than after a finished run.
+  // Orders arrive as a stream across the cycles: cycle k's child places
+  // orders up to k*N/(K+1), the ones it adds at about the rate the system
+  // has completed them so far, and the kill strikes while they arrive (or,
+  // one cycle in four after the first, during start-up, when what the last
+  // kill interrupted is recovering).
   double rate = 500; // orders per second, updated from each cycle
-  long completed = 0;
+  long completed = 0, kills_in_flight = 0;
   for (long k = 1; k <= a.cycles; ++k) {
     int out = -1;
     const auto started = clock_type::now();
-    pid_t pid = start_child(a, a.seed + static_cast<std::uint64_t>(k), out);
+    const long upto = std::max(1L, a.orders * k / (a.cycles + 1));
+    const long before = a.orders * (k - 1) / (a.cycles + 1);
+    const double arrivals = std::clamp(rate, 50.0, 5000.0);
+    pid_t pid = start_child(a, a.seed + static_cast<std::uint64_t>(k), out, upto, arrivals);
     std::string seen;
     std::string phase;
     long after_ms = 0;
     bool finished = false;
-    if (uniform(0, 3) == 0) {
+    if (k > 1 && uniform(0, 3) == 0) {
       after_ms = uniform(0, 400);
       phase = "start-up";
       if (wait_for(out, "\"orders\":", std::chrono::milliseconds(after_ms), seen)) finished = true;
@@ -407,9 +449,9 @@ int torture(const args& a) {
         waitpid(pid, nullptr, 0);
         return 1;
       }
-      const double remaining_ms = 1000.0 * static_cast<double>(a.orders - completed) / rate;
-      // (At least 60 ms: the last orders may wait on a retry's backoff.)
-      after_ms = uniform(0, std::max(60L, static_cast<long>(remaining_ms / 2)));
+      // Within the time the new orders take to arrive (at least 20 ms).
+      const double arriving_ms = 1000.0 * static_cast<double>(upto - before) / arrivals;
+      after_ms = uniform(5, std::max(20L, static_cast<long>(arriving_ms)));
       phase = "processing";
       if (wait_for(out, "\"orders\":", std::chrono::milliseconds(after_ms), seen)) finished = true;
     }
@@ -419,15 +461,19 @@ int torture(const args& a) {
     close(out);
     const auto v = verify(a);
     const long now_completed = v.at("completed").as_int64();
+    // In flight when it struck: placed and not ended (nothing moved since).
+    const long in_flight = v.at("stuck").as_int64();
+    if (in_flight > 0) ++kills_in_flight;
     if (phase == "processing" && !finished && after_ms >= 20 && now_completed > completed)
       rate =
           0.5 * rate + 0.5 * (1000.0 * static_cast<double>(now_completed - completed) / static_cast<double>(after_ms));
     completed = now_completed;
     std::cout << "cycle " << k << "/" << a.cycles << ": "
               << (finished ? "finished before the kill" : "killed " + std::to_string(after_ms) + " ms into " + phase)
-              << " (" << static_cast<long>(seconds_since(started) * 1000) << " ms); completed "
-              << v.at("completed").as_int64() << "/" << a.orders << ", charges " << v.at("charges").as_int64()
-              << ", double charges " << v.at("double_charges").as_int64() << std::endl;
+              << " (" << static_cast<long>(seconds_since(started) * 1000) << " ms); placed "
+              << v.at("placed").as_int64() << "/" << a.orders << ", in flight at the kill " << in_flight
+              << ", completed " << now_completed << ", charges " << v.at("charges").as_int64() << ", double charges "
+              << v.at("double_charges").as_int64() << std::endl;
     if (v.at("double_charges").as_int64() != 0 || v.at("duplicate_emails").as_int64() != 0) {
       std::cout << boost::json::serialize(v) << std::endl;
       return 1;
@@ -435,7 +481,7 @@ int torture(const args& a) {
   }
   // The last run, uninterrupted.
   int out = -1;
-  pid_t pid = start_child(a, a.seed + static_cast<std::uint64_t>(a.cycles) + 1, out);
+  pid_t pid = start_child(a, a.seed + static_cast<std::uint64_t>(a.cycles) + 1, out, a.orders, 0);
   std::string seen;
   const bool done = wait_for(out, "\"orders\":", std::chrono::minutes(20), seen);
   if (!done) kill(pid, SIGKILL);
@@ -448,6 +494,7 @@ int torture(const args& a) {
   std::cout << std::endl;
   auto v = verify(a);
   v["cycles"] = a.cycles;
+  v["kills_in_flight"] = kills_in_flight;
   std::cout << boost::json::serialize(v) << std::endl;
   return healthy(v, a.orders) && done ? 0 : 1;
 }

@@ -114,6 +114,27 @@ TEST_CASE("a store written by format 1 opens and every layer reads its records")
     CHECK(st.processed == 0);
     CHECK(st.duplicates == 1);
     CHECK(w.ask(placed_count{}, asio::use_future).get() == 1);
+    // The receiver moved its marks of the first layout (by ID only) to the
+    // current one, under an empty sender: they stand for any sender.
+    auto old_table = store->find_table("dedup");
+    REQUIRE(old_table);
+    const auto prefix = td::detail::key_prefix("warehouse-1");
+    std::size_t left = 0;
+    REQUIRE_FALSE(store->scan(*old_table, prefix, [&](auto, auto) { return ++left, true; }));
+    CHECK(left == 0);
+    std::vector<std::string> moved;
+    REQUIRE_FALSE(store->scan(*store->find_table("dedup_v2"), prefix, [&](std::string_view k, auto) {
+      moved.emplace_back(k.substr(prefix.size()));
+      return true;
+    }));
+    REQUIRE(moved.size() == 1);
+    CHECK(moved[0] == td::detail::mark_key("", "picklist:9"));
+    // A delivery of the same ID from another sender is answered from it too
+    // (the first layout did not say which sender made it).
+    net->send(
+        td::message{"warehouse-1", "shop-2", td::delivery_id("picklist:9"), "data.picklist", 1, R"({"order":9})"});
+    REQUIRE(eventually([&] { return w.ask(td::delivery_status{}, asio::use_future).get().duplicates == 2; }));
+    CHECK(w.ask(placed_count{}, asio::use_future).get() == 1);
   }
 
   SECTION("pending deliveries are sent again and dead letters are listed") {

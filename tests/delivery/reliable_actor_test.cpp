@@ -59,6 +59,7 @@ struct probe {
   std::vector<td::confirmed> confirmations;
   std::vector<td::delivery_failed> failures;
   std::vector<td::redelivery_warning> warnings;
+  std::vector<td::delivery_rejected> rejections;
   std::atomic<int> handler_runs{0};
   std::atomic<bool> fail_handler{false};
 
@@ -85,6 +86,12 @@ struct send_item {
   long n;
 };
 struct send_two {
+  long n;
+};
+/// `item{n}` under the business ID `order:<order>:picklist`, which other
+/// senders may use too.
+struct send_order {
+  long order;
   long n;
 };
 
@@ -124,11 +131,19 @@ public:
     co_await deliver(to_, td::delivery_id::derived(pid(), seq, 1), b);
   }
 
+  troupe::task<> handle(send_order m) {
+    auto id = td::delivery_id::of("order", m.order, "picklist");
+    item msg{m.n};
+    item_sent e{m.n};
+    co_await deliver(to_, id, msg, e);
+  }
+
   long handle(troupe::persistence::persistence_id) { return state().sent; }
 
   void handle(td::confirmed c) { probe_->record(probe_->confirmations, std::move(c)); }
   void handle(td::delivery_failed f) { probe_->record(probe_->failures, std::move(f)); }
   void handle(td::redelivery_warning w) { probe_->record(probe_->warnings, std::move(w)); }
+  void handle(td::delivery_rejected r) { probe_->record(probe_->rejections, std::move(r)); }
 
 private:
   std::string to_;
@@ -141,6 +156,9 @@ struct receiver_state {
 };
 
 struct taken_query {};
+
+/// The item every receiver's handler fails on, before it persists anything.
+constexpr long poison = 666;
 
 class receiver : public td::reliable_actor<receiver, receiver_state> {
 public:
@@ -159,6 +177,7 @@ public:
   troupe::task<long> handle(td::delivery<item> d) {
     ++probe_->handler_runs;
     probe_->changed.notify_all();
+    if (d.message.n == poison) throw std::runtime_error("cannot pick item " + std::to_string(poison));
     item_taken e{d.id.str(), d.message.n};
     co_await persist(e);
     if (probe_->fail_handler.load()) throw std::runtime_error("handler failed on purpose");
@@ -314,14 +333,16 @@ TEST_CASE("a duplicate is acknowledged with the stored reply and its handler doe
       acks.push_back(std::move(a));
     }
   };
+  // Copies from the same sender (a delivery is its sender's ID): the spy
+  // takes the sender's name, and its acknowledgements.
   auto e = std::make_shared<spy>();
-  w.net->bind("spy", e);
+  w.net->bind("sender", e);
   const auto before = w.stats(r).duplicates;
   for (long n = 1; n <= 10; ++n)
-    w.net->send(td::message{"receiver", "spy", td::delivery_id::of("sender", n), "test.item", 1, "{\"n\":999}"});
+    w.net->send(td::message{"receiver", "sender", td::delivery_id::of("sender", n), "test.item", 1, "{\"n\":999}"});
   REQUIRE(w.eventually([&] {
     std::lock_guard g(e->m);
-    return e->acks.size() == 10;
+    return e->acks.size() >= 10;
   }));
   CHECK(w.stats(r).duplicates >= before + 10); // (and late copies from the sender)
   CHECK(w.probes->handler_runs == 10);
@@ -338,6 +359,40 @@ TEST_CASE("a duplicate is acknowledged with the stored reply and its handler doe
   CHECK(st.taken.size() == 10);
   for (auto& [id, count] : st.taken) CHECK(count == 1);
   CHECK(st.total == 55);
+}
+
+TEST_CASE("two senders delivering under one ID to one receiver are two deliveries, each confirmed with its own reply") {
+  world w;
+  auto a = w.sys->spawn<sender>(troupe::persistence_id{"shop-a"}, std::string("receiver"), w.probes, fast_options());
+  auto b = w.sys->spawn<sender>(troupe::persistence_id{"shop-b"}, std::string("receiver"), w.probes, fast_options());
+  test::get(a.ask(send_order{1, 1}, asio::use_future));
+  test::get(b.ask(send_order{1, 2}, asio::use_future));
+  // An acknowledgement from another name than the receiver's confirms nothing.
+  w.net->send(td::acknowledgement{"shop-a", "intruder", td::delivery_id::of("order", 1, "picklist"), "\"forged\""});
+  w.net->send(td::acknowledgement{"shop-b", "intruder", td::delivery_id::of("order", 1, "picklist"), "\"forged\""});
+  CHECK(w.stats(a).unconfirmed == 1);
+  CHECK(w.stats(b).unconfirmed == 1);
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 2; }));
+  CHECK(w.probes->handler_runs == 2);
+  CHECK(w.taken(r).total == 3);
+  CHECK(w.stats(r).processed == 2);
+  {
+    std::lock_guard g(w.probes->m);
+    std::set<long> replies;
+    for (auto& c : w.probes->confirmations) {
+      CHECK(c.id.str() == "order:1:picklist");
+      replies.insert(c.reply_as<long>());
+    }
+    CHECK(replies == std::set<long>{10, 20}); // each its own: shop-b's is not shop-a's
+  }
+  CHECK(w.stats(a).unconfirmed == 0);
+  CHECK(w.stats(b).unconfirmed == 0);
+  // And each sender's redelivery is answered from its own mark.
+  w.probes->handler_runs = 0;
+  w.net->send(td::message{"receiver", "shop-b", td::delivery_id::of("order", 1, "picklist"), "test.item", 1, "{\"n\":2}"});
+  REQUIRE(w.eventually([&] { return w.stats(r).duplicates >= 1; }));
+  CHECK(w.probes->handler_runs == 0);
 }
 
 TEST_CASE("the sender dies after persisting the intent, before sending: sent after its recovery") {
@@ -424,7 +479,7 @@ TEST_CASE("a duplicate after the retention window is processed again (documented
   // The mark is swept...
   REQUIRE(w.eventually([&] {
     std::size_t n = 0;
-    REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup"), td::detail::key_prefix("receiver"),
+    REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup_v2"), td::detail::key_prefix("receiver"),
                                 [&](auto, auto) { return ++n, true; }));
     return n == 0;
   }));
@@ -618,5 +673,102 @@ TEST_CASE("under drops, duplicates, reordering and delays, each delivery's effec
     CHECK(ids == 6 * per_sender);
     CHECK(w.net->message_counts().dropped > 0);
     CHECK(w.net->ack_counts().duplicated > 0);
+  }
+}
+
+TEST_CASE("deliver refuses a message over the size limit before anything is written") {
+  world w;
+  auto o = fast_options();
+  o.max_message_bytes = 8; // the message's JSON text
+  w.net->set_message_faults({.drop = 1}); // nothing arrives: what was recorded stays
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{10}, asio::use_future)); // {"n":10}: 8 bytes
+  // (The asker sees the handler's failure, whose text carries the error's.)
+  CHECK_THROWS_WITH(test::get(s.ask(send_item{100}, asio::use_future)),
+                    Catch::Contains("has 9 bytes; the limit is 8 (delivery_options::max_message_bytes)") &&
+                        Catch::Contains(td::make_error_code(td::errc::message_too_large).message()));
+  CHECK(w.pending_in_store("sender") == 1);
+  CHECK(w.store->highest_sequence_nr("sender") == 1); // the refused one's event was not written either
+}
+
+TEST_CASE("a delivery whose handler keeps failing is rejected after max_handler_failures, and the receiver serves others") {
+  world w;
+  auto o = fast_options();
+  o.max_handler_failures = 3;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{poison}, asio::use_future));
+  for (long n = 1; n <= 5; ++n) test::get(s.ask(send_item{n}, asio::use_future));
+  REQUIRE(w.eventually([&] {
+    std::lock_guard g(w.probes->m);
+    return w.probes->rejections.size() == 1 && w.probes->confirmations.size() == 5;
+  }));
+  {
+    std::lock_guard g(w.probes->m);
+    auto& rej = w.probes->rejections.front();
+    CHECK(rej.id.str() == "sender:666");
+    CHECK(rej.to == "receiver");
+    CHECK(rej.reason.find("failed 3 time(s)") != std::string::npos);
+    CHECK(rej.reason.find("cannot pick item 666") != std::string::npos);
+  }
+  auto rs = w.stats(r);
+  CHECK(rs.handler_failures == 3);
+  CHECK(rs.poison_rejected == 1);
+  CHECK(rs.processed == 5);
+  CHECK(w.taken(r).total == 15);
+  auto ss = w.stats(s);
+  CHECK(ss.refused == 1);
+  CHECK(ss.confirmed == 5);
+  CHECK(ss.unconfirmed == 0);
+  REQUIRE(w.eventually([&] { return w.pending_in_store("sender") == 0; }));
+
+  // The rejection is durable: after a restart of both, a copy is answered
+  // with it, and the handler does not run again.
+  w.crash();
+  w.boot();
+  w.probes->handler_runs = 0;
+  r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  struct spy final : td::endpoint {
+    std::mutex m;
+    std::vector<td::acknowledgement> acks;
+    void receive(td::message) override {}
+    void acknowledge(td::acknowledgement a) override {
+      std::lock_guard g(m);
+      acks.push_back(std::move(a));
+    }
+  };
+  auto e = std::make_shared<spy>();
+  w.net->bind("sender", e);
+  REQUIRE(w.eventually([&] { // sent until the receiver has started and bound its name
+    w.net->send(td::message{"receiver", "sender", td::delivery_id::of("sender", poison), "test.item", 1, "{\"n\":666}"});
+    std::lock_guard g(e->m);
+    return !e->acks.empty();
+  }));
+  std::lock_guard g(e->m);
+  REQUIRE(e->acks.front().rejection);
+  CHECK(e->acks.front().rejection->find("cannot pick item 666") != std::string::npos);
+  CHECK(!e->acks.front().reply);
+  CHECK(w.probes->handler_runs == 0);
+}
+
+TEST_CASE("handler failures are counted across restarts: with the defaults, a handler that fails after persisting is "
+          "rejected before its supervisor gives up") {
+  world w;
+  auto o = fast_options();
+  CHECK(o.max_handler_failures == 3);
+  w.probes->fail_handler = true; // fails after persisting: each failure restarts the receiver
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{7}, asio::use_future));
+  REQUIRE(w.eventually([&] {
+    std::lock_guard g(w.probes->m);
+    return w.probes->rejections.size() == 1;
+  }));
+  CHECK(w.probes->handler_runs == 3);
+  CHECK(w.taken(r).total == 0); // nothing of the failed runs was written: the receiver lives on
+  CHECK(w.stats(r).poison_rejected == 0); // counted by the instance that rejected it, before its restart
+  {
+    std::lock_guard g(w.probes->m);
+    CHECK(w.probes->rejections.front().reason.find("failed 3 time(s)") != std::string::npos);
   }
 }

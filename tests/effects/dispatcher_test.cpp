@@ -225,6 +225,51 @@ TEST_CASE("a crash between the execution and its outcome is resolved by query, n
   CHECK(w.record(payment_id(1))->history.back().action == "query");
 }
 
+TEST_CASE("several dispatchers after a crash mid-charge, against a gateway that does not dedup: one charge per key") {
+  // The attempt's record says it may have run (written before it ran), so
+  // whichever dispatcher takes it after the restart, having read the record
+  // again, asks the gateway first.
+  constexpr long orders = 4;
+  for (int run = 0; run < 6; ++run) {
+    INFO("run " << run);
+    world w;
+    tk::simulator_options go;
+    go.honours_keys = false;
+    go.faults.slow = 1;
+    go.faults.slow_latency = 1h; // charged, the answer still on its way when the process dies
+    auto gateway = std::make_shared<tk::payment_gateway>(go);
+    {
+      te::adapters a;
+      a.add("payment", tk::payment_adapter(gateway, 2h), fast_retries());
+      w.dispatcher(std::move(a), fast_dispatcher("dispatcher-1"));
+      auto s = w.owner();
+      for (long o = 1; o <= orders; ++o) CHECK(test::get(s.ask(place{o, 100 * o}, asio::use_future)));
+      REQUIRE(w.eventually([&] {
+        for (long o = 1; o <= orders; ++o)
+          if (gateway->charges(payment_id(o)) != 1) return false;
+        return true;
+      }));
+    }
+    w.crash();
+    for (long o = 1; o <= orders; ++o) CHECK(w.record(payment_id(o))->in_doubt);
+    gateway->heal();
+    w.boot();
+    te::adapters a1, a2, a3;
+    a1.add("payment", tk::payment_adapter(gateway), fast_retries());
+    a2.add("payment", tk::payment_adapter(gateway), fast_retries());
+    a3.add("payment", tk::payment_adapter(gateway), fast_retries());
+    // All three spawned at once: each has joined before any loads the
+    // outbox, so that each attempt reads its record again first.
+    te::spawn_dispatcher(*w.sys, std::move(a1), fast_dispatcher("dispatcher-1"));
+    te::spawn_dispatcher(*w.sys, std::move(a2), fast_dispatcher("dispatcher-2"));
+    te::spawn_dispatcher(*w.sys, std::move(a3), fast_dispatcher("dispatcher-3"));
+    auto s = w.owner();
+    for (long o = 1; o <= orders; ++o) REQUIRE(w.settled(s, payment_id(o), effect_status::completed));
+    for (long o = 1; o <= orders; ++o) CHECK(gateway->charges(payment_id(o)) == 1);
+    CHECK(gateway->requests() == static_cast<std::uint64_t>(orders));
+  }
+}
+
 TEST_CASE("an attempt cut short by a crash, where the adapter can neither query nor retry, ends unknown") {
   world w;
   auto sc = w.new_script();

@@ -49,6 +49,17 @@ struct confirmed {
   }
 };
 
+/// Told to a sender that handles it when its receiver rejected a delivery:
+/// the receiver's handler failed on it `delivery_options::
+/// max_handler_failures` times (`reason`: the last failure). The outcome is
+/// durable: the receiver answers every later copy the same way, and the
+/// sender no longer redelivers it. A notification, like `confirmed`.
+struct delivery_rejected {
+  delivery_id id;
+  std::string to;
+  std::string reason;
+};
+
 /// Told to a sender that handles it when a delivery reaches
 /// `redelivery_policy::warn_after` attempts.
 struct redelivery_warning {

@@ -26,6 +26,9 @@ enum class errc {
   unknown_message,
   /// A record in the delivery tables cannot be read. (`std::errc::bad_message`)
   corrupt_record,
+  /// A message larger than `delivery_options::max_message_bytes`; nothing
+  /// was recorded. (`std::errc::message_size`)
+  message_too_large,
 };
 
 namespace detail {
@@ -36,6 +39,7 @@ struct errors {
     case errc::backlog_full: return "too many unconfirmed deliveries";
     case errc::unknown_message: return "message type not accepted by the receiver";
     case errc::corrupt_record: return "unreadable delivery record";
+    case errc::message_too_large: return "message larger than the delivery limit";
     }
     return {};
   }
@@ -43,6 +47,7 @@ struct errors {
     switch (e) {
     case errc::backlog_full: return std::errc::resource_unavailable_try_again;
     case errc::corrupt_record: return std::errc::bad_message;
+    case errc::message_too_large: return std::errc::message_size;
     default: return std::nullopt;
     }
   }

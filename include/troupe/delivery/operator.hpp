@@ -33,6 +33,11 @@ struct delivery_stats {
   /// Deliveries received whose message type this actor does not accept or
   /// whose payload does not parse (not acknowledged).
   std::uint64_t rejected = 0;
+  /// Receiver: handler runs that failed, and deliveries rejected after
+  /// `max_handler_failures` of them (each answered `delivery_rejected`).
+  std::uint64_t handler_failures = 0, poison_rejected = 0;
+  /// Sender: deliveries their receivers rejected.
+  std::uint64_t refused = 0;
 };
 
 } // namespace troupe::delivery

@@ -51,6 +51,18 @@ struct dedup_policy {
 struct delivery_options {
   redelivery_policy redelivery;
   dedup_policy dedup;
+  /// The largest message `deliver` accepts (its JSON text, in bytes): a
+  /// larger one throws `errc::message_too_large` and nothing is recorded.
+  std::size_t max_message_bytes = 1 << 20;
+  /// A receiver whose handler failed on one delivery this many times
+  /// rejects it (0: never): it records the rejection durably, answers every
+  /// copy with it, and the sender gets `delivery_rejected` and stops
+  /// redelivering. Until then a failure is counted durably and the
+  /// delivery waits for its next copy; the receiver goes on with others.
+  /// A handler that fails *after* persisting events leaves them unwritten
+  /// in the instance's state, which must restart each time: the default
+  /// fits the default supervision (3 restarts within 10 s).
+  std::uint32_t max_handler_failures = 3;
 };
 
 } // namespace troupe::delivery

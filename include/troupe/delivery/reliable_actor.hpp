@@ -31,6 +31,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -125,9 +127,12 @@ public:
   task<> troupe_handle(detail::inbound in) {
     auto& m = in.msg;
     tracker_->dequeued(m);
-    if (const auto* mark = marks_.find(m.id.str())) {
+    if (const auto* mark = find_mark(m)) {
       ++duplicates_;
-      net_->send(acknowledgement{m.from, this->pid(), m.id, mark->reply});
+      if (mark->what == detail::dedup_marks::mark::state::rejected)
+        net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mark->reason});
+      else
+        net_->send(acknowledgement{m.from, this->pid(), m.id, mark->reply});
       co_return;
     }
     using receive_fn = task<> (reliable_actor::*)(message&);
@@ -145,8 +150,8 @@ public:
     if (horizon == std::chrono::milliseconds::max()) co_return;
     const auto cutoff = troupe::detail::now_ms() - horizon.count();
     std::vector<persistence::table_write> tables;
-    for (auto& id : marks_.expire(cutoff, options_.dedup.sweep_batch))
-      tables.push_back(persistence::table_write::erase(tables_.dedup, dedup_key(id)));
+    for (auto& key : marks_.expire(cutoff, options_.dedup.sweep_batch))
+      tables.push_back(persistence::table_write::erase(tables_.dedup, dedup_key(key)));
     if (!tables.empty()) co_await this->persist_all_with(std::move(tables));
   }
 
@@ -196,6 +201,8 @@ public:
     s.processed = processed_;
     s.duplicates = duplicates_;
     s.rejected = rejected_;
+    s.handler_failures = handler_failures_;
+    s.poison_rejected = poison_rejected_;
     return s;
   }
 
@@ -225,6 +232,11 @@ protected:
       throw error(troupe::errc::invalid_argument,
                   "cannot serialize " + o.manifest + " for delivery " + o.id + ": " + ex.what());
     }
+    if (o.payload.size() > options_.max_message_bytes)
+      throw error(errc::message_too_large, "delivery " + o.id + " of " + o.manifest + " from " + this->pid() + " has " +
+                                               std::to_string(o.payload.size()) + " bytes; the limit is " +
+                                               std::to_string(options_.max_message_bytes) +
+                                               " (delivery_options::max_message_bytes)");
     o.created_ms = troupe::detail::now_ms();
     if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
     std::vector<persistence::table_write> tables;
@@ -276,7 +288,17 @@ private:
     return t;
   }
 
-  std::string dedup_key(std::string_view id) const { return detail::key(tracker_->prefix(), 0, id); }
+  /// The key in `dedup` of the mark `mark_key` (a `detail::mark_key`).
+  std::string dedup_key(std::string_view mark_key) const { return detail::key(tracker_->prefix(), 0, mark_key); }
+
+  /// The mark that answers `m` (its sender and ID processed or rejected),
+  /// or one moved from the first layout for its ID (which stands for any
+  /// sender); null if `m` is to be run.
+  const detail::dedup_marks::mark* find_mark(const message& m) const {
+    if (const auto* mk = marks_.find(detail::mark_key(m.from, m.id.str())); mk && mk->answers()) return mk;
+    if (has_moved_marks_) return marks_.find(detail::mark_key({}, m.id.str()));
+    return nullptr;
+  }
 
   /// On the journal's thread: the pending deliveries, and the dedup marks
   /// (into `marks_`: the actor waits meanwhile).
@@ -290,17 +312,40 @@ private:
     });
     if (ec) throw error(ec, "loading the deliveries of " + this->pid());
     if constexpr (receives()) {
+      if (tables_.dedup_by_id) move_marks_by_id(prefix);
       std::vector<std::pair<std::string, detail::dedup_marks::mark>> found;
       ec = this->storage().scan(tables_.dedup, prefix, [&](std::string_view k, std::string_view v) {
-        detail::dedup_marks::mark mk;
-        mk.time_ms = detail::decode_mark(v, mk.reply);
-        found.emplace_back(std::string(k.substr(prefix.size())), std::move(mk));
+        auto mk = detail::decode_mark(v);
+        auto key = std::string(k.substr(prefix.size()));
+        if (detail::sender_of_mark(key).empty()) has_moved_marks_ = true;
+        found.emplace_back(std::move(key), std::move(mk));
         return true;
       });
       if (ec) throw error(ec, "loading the dedup marks of " + this->pid());
       marks_.load(std::move(found));
     }
     return pending;
+  }
+
+  /// On the journal's thread: this receiver's marks of the first layout
+  /// (by ID only) move to `dedup` under an empty sender, in one atomic
+  /// write (all of them or none; a crash before it leaves them where they
+  /// were, for the next start).
+  void move_marks_by_id(const std::string& prefix) {
+    std::vector<persistence::table_write> moves;
+    auto ec = this->storage().scan(*tables_.dedup_by_id, prefix, [&](std::string_view k, std::string_view v) {
+      moves.push_back(persistence::table_write::put(tables_.dedup,
+                                                    prefix + detail::mark_key({}, k.substr(prefix.size())),
+                                                    std::string(v)));
+      moves.push_back(persistence::table_write::erase(*tables_.dedup_by_id, std::string(k)));
+      return true;
+    });
+    if (ec) throw error(ec, "reading the dedup marks of " + this->pid() + " in the first layout");
+    if (moves.empty()) return;
+    std::promise<std::error_code> done;
+    auto written = done.get_future();
+    this->storage().write({}, {}, std::move(moves), [&done](std::error_code e) { done.set_value(e); });
+    if (auto e = written.get()) throw error(e, "moving the dedup marks of " + this->pid() + " to the current layout");
   }
 
   template <class... M>
@@ -326,8 +371,10 @@ private:
       co_return;
     }
     delivery<M> d{m.id, m.from, std::move(*msg)};
+    auto key = detail::mark_key(m.from, m.id.str());
     this->begin_batch();
     std::optional<std::string> reply;
+    std::exception_ptr failure;
     try {
       using R = reply_type_t<Derived, delivery<M>>;
       auto& self = static_cast<Derived&>(*this);
@@ -341,16 +388,66 @@ private:
       }
     } catch (...) {
       this->abort_batch();
-      throw;
+      failure = std::current_exception();
     }
-    detail::dedup_marks::mark mk{reply, troupe::detail::now_ms()};
+    if (failure) {
+      co_await handler_failed(m, key, failure);
+      co_return;
+    }
+    detail::dedup_marks::mark mk;
+    mk.reply = reply;
+    mk.time_ms = troupe::detail::now_ms();
     std::vector<persistence::table_write> tables;
     tables.push_back(
-        persistence::table_write::put(tables_.dedup, dedup_key(m.id.str()), detail::encode_mark(mk.time_ms, reply)));
+        persistence::table_write::put(tables_.dedup, dedup_key(key), detail::encode_mark(mk.time_ms, reply)));
     co_await this->commit_batch(std::move(tables));
     ++processed_;
-    marks_.add(m.id.str(), std::move(mk));
+    marks_.add(std::move(key), std::move(mk));
     net_->send(acknowledgement{m.from, this->pid(), m.id, std::move(reply)});
+  }
+
+  /// The handler failed on `m` (its batch aborted): the failure is counted
+  /// durably under the delivery's mark key; at `max_handler_failures` the
+  /// delivery is rejected (durably, and the sender told). The instance goes
+  /// on serving others unless the failed batch left unwritten events in its
+  /// state: then the failure is rethrown (the actor must restart and
+  /// recover, as its supervisor decides), after it was counted.
+  task<> handler_failed(const message& m, const std::string& key, std::exception_ptr failure) {
+    ++handler_failures_;
+    std::string reason;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& ex) {
+      reason = ex.what();
+    } catch (...) {
+      reason = "the handler threw a non-standard exception";
+    }
+    if (reason.size() > 1024) reason.resize(1024);
+    const auto* known = marks_.find(key);
+    detail::dedup_marks::mark mk;
+    mk.time_ms = troupe::detail::now_ms();
+    mk.failures = (known ? known->failures : 0) + 1;
+    mk.reason = "handler of " + m.manifest + " failed " + std::to_string(mk.failures) + " time(s); last: " + reason;
+    const auto limit = options_.max_handler_failures;
+    mk.what = limit != 0 && mk.failures >= limit ? detail::dedup_marks::mark::state::rejected
+                                                 : detail::dedup_marks::mark::state::failing;
+    const bool rejected = mk.what == detail::dedup_marks::mark::state::rejected;
+    // Table-only, past the actor's own persist (which refuses after a
+    // batch whose events were not written).
+    std::vector<persistence::table_write> tables;
+    tables.push_back(persistence::table_write::put(
+        tables_.dedup, dedup_key(key), detail::encode_failure(rejected, mk.time_ms, mk.failures, mk.reason)));
+    auto [ec] = co_await this->storage().async_write(std::string(), std::vector<persistence::event_record>(),
+                                                     std::move(tables),
+                                                     asio::experimental::as_tuple(asio::use_awaitable));
+    if (!ec) {
+      if (rejected) {
+        ++poison_rejected_;
+        net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mk.reason});
+      }
+      marks_.add(key, std::move(mk));
+    }
+    if (this->persisting_refused()) std::rethrow_exception(failure);
   }
 
   /// Reserves room for `n` deliveries once the tracker has it (the caller
@@ -370,7 +467,8 @@ private:
   detail::tables tables_;
   std::shared_ptr<detail::outgoing_tracker<Derived>> tracker_;
   detail::dedup_marks marks_;
-  std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0;
+  bool has_moved_marks_ = false; // some marks came from the first layout (any sender)
+  std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0, handler_failures_ = 0, poison_rejected_ = 0;
 };
 
 } // namespace troupe::delivery

@@ -43,6 +43,9 @@ struct acknowledgement {
   delivery_id id;
   /// The handler's reply as JSON text, if it returned one.
   std::optional<std::string> reply;
+  /// Set when the receiver rejected the delivery (see
+  /// `delivery_rejected`): why. No reply then.
+  std::optional<std::string> rejection{};
 };
 
 /// Where a transport hands what arrives for one name. Both calls may come

@@ -49,6 +49,10 @@ public:
   /// an empty name or one the store reserves for itself.
   virtual table open_table(std::string_view name) = 0;
 
+  /// The table named `name` if the store has it, without creating it (a
+  /// layer reading an older layout of its own, say).
+  virtual std::optional<table> find_table(std::string_view name) = 0;
+
   // -- writes (never block) ----------------------------------------------------
 
   /// Appends `events` and applies `tables`, atomically; `done` runs once
@@ -214,6 +218,7 @@ public:
   explicit journal_of(Store& s) : store_(s) {}
 
   table open_table(std::string_view name) override { return store_.open_table(name); }
+  std::optional<table> find_table(std::string_view name) override { return store_.find_table(name); }
 
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {

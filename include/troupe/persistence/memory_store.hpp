@@ -39,6 +39,8 @@ public:
   /// The table named `name`, created on first use. Throws
   /// `invalid_argument` for an empty name.
   table open_table(std::string_view name) { return tables_.find_or_add(name); }
+  /// The table named `name` if it was opened, without creating it.
+  std::optional<table> find_table(std::string_view name) const { return tables_.find(name); }
 
   // -- journal ----------------------------------------------------------------
 

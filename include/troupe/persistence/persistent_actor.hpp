@@ -207,6 +207,10 @@ private:
 protected:
   bool in_batch() const noexcept { return batch_.has_value(); }
 
+  /// Whether this instance refuses further persists (a write of its events
+  /// failed, or a batch with events was aborted): it must restart.
+  bool persisting_refused() const noexcept { return failed_; }
+
   /// Writes the batch's events and table changes, with `tables`,
   /// atomically, then runs its `after_commit` actions in order. On failure
   /// it runs their `if_not` parts instead, and the instance refuses further

@@ -184,6 +184,13 @@ public:
     return t;
   }
 
+  /// The table named `name` if the store has it (its column family
+  /// exists), without creating it.
+  std::optional<table> find_table(std::string_view name) {
+    std::lock_guard g(tables_mutex_);
+    return registry_.find(name);
+  }
+
   // -- journal ----------------------------------------------------------------
 
   /// Appends `events` atomically (all or none), completing with

@@ -62,6 +62,7 @@ public:
   void delay_writes(std::chrono::milliseconds d) noexcept { delay_ms_.store(d.count()); }
 
   table open_table(std::string_view name) override { return inner_->open_table(name); }
+  std::optional<table> find_table(std::string_view name) override { return inner_->find_table(name); }
 
   /// Not failed, rejected nor delayed: passed on.
   void write_later(std::vector<table_write> tables) override { inner_->write_later(std::move(tables)); }

@@ -32,22 +32,43 @@ TEST_CASE("a pending delivery and a dead letter read back as written") {
 }
 
 TEST_CASE("a dedup mark keeps its time and its reply, or its having none") {
-  std::optional<std::string> reply;
-  CHECK(d::decode_mark(d::encode_mark(55, std::string("\"bin-1\"")), reply) == 55);
-  CHECK(reply == "\"bin-1\"");
-  reply.reset();
-  CHECK(d::decode_mark(d::encode_mark(56, std::nullopt), reply) == 56);
-  CHECK(!reply);
+  auto m = d::decode_mark(d::encode_mark(55, std::string("\"bin-1\"")));
+  CHECK(m.time_ms == 55);
+  CHECK(m.reply == "\"bin-1\"");
+  CHECK(m.answers());
+  m = d::decode_mark(d::encode_mark(56, std::nullopt));
+  CHECK(m.time_ms == 56);
+  CHECK(!m.reply);
+}
+
+TEST_CASE("a handler's failures and a rejection are kept under the mark's key") {
+  auto f = d::decode_mark(d::encode_failure(false, 70, 2, "too big"));
+  CHECK(f.what == d::dedup_marks::mark::state::failing);
+  CHECK(f.time_ms == 70);
+  CHECK(f.failures == 2);
+  CHECK(f.reason == "too big");
+  CHECK(!f.answers());
+  auto r = d::decode_mark(d::encode_failure(true, 71, 5, "too big"));
+  CHECK(r.what == d::dedup_marks::mark::state::rejected);
+  CHECK(r.failures == 5);
+  CHECK(r.answers());
+  CHECK_THROWS_AS(d::decode_mark(std::string("\x04") + d::encode_mark(1, std::nullopt).substr(1)), troupe::error);
+}
+
+TEST_CASE("a mark is keyed by its sender and its ID, which never run into each other") {
+  CHECK(d::mark_key("shop-a", "order:1") != d::mark_key("shop-b", "order:1"));
+  CHECK(d::mark_key("ab", "c") != d::mark_key("a", "bc"));
+  CHECK(d::sender_of_mark(d::mark_key("shop-a", "order:1")) == "shop-a");
+  CHECK(d::sender_of_mark(d::mark_key("", "order:1")).empty());
 }
 
 TEST_CASE("a truncated or foreign value is corrupt_record") {
   d::outgoing o{"w", "id", "m", 1, "{}", 1};
   auto v = d::encode_outgoing(o);
-  std::optional<std::string> reply;
   for (auto bad : {v.substr(0, 10), std::string("\x02") + v.substr(1), std::string()}) {
     CHECK_THROWS_MATCHES(d::decode_outgoing("id", bad), troupe::error, Catch::Predicate<troupe::error>([](auto& e) {
                            return e.code() == troupe::delivery::errc::corrupt_record;
                          }));
   }
-  CHECK_THROWS_AS(d::decode_mark("\x01\x00", reply), troupe::error);
+  CHECK_THROWS_AS(d::decode_mark("\x01\x00"), troupe::error);
 }

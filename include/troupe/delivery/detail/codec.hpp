@@ -6,6 +6,7 @@
 
 #include <troupe/error.hpp>
 #include <troupe/delivery/error.hpp>
+#include <troupe/delivery/detail/dedup_marks.hpp>
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/detail/bytes.hpp>
@@ -22,10 +23,19 @@ namespace troupe::delivery::detail {
 struct tables {
   /// A sender's unconfirmed deliveries and dead letters.
   persistence::table deliveries;
-  /// A receiver's dedup marks.
+  /// A receiver's dedup marks, by sender and delivery ID.
   persistence::table dedup;
+  /// The marks of the first layout (`dedup`: by delivery ID only), if the
+  /// store has that table: each receiver moves its own into `dedup` when
+  /// it starts.
+  std::optional<persistence::table> dedup_by_id;
 
-  static tables of(persistence::journal& j) { return {j.open_table("deliveries"), j.open_table("dedup")}; }
+  static constexpr std::string_view dedup_name = "dedup_v2";
+  static constexpr std::string_view dedup_by_id_name = "dedup";
+
+  static tables of(persistence::journal& j) {
+    return {j.open_table("deliveries"), j.open_table(dedup_name), j.find_table(dedup_by_id_name)};
+  }
 };
 
 /// The owner's persistence ID with its u16 length: the start of its keys.
@@ -41,6 +51,22 @@ inline std::string key(std::string_view prefix, char kind, std::string_view id) 
   if (kind != 0) k += kind;
   k += id;
   return k;
+}
+
+/// What identifies a delivery at its receiver, after the receiver's prefix
+/// in `dedup`: the sender's name (`u16` length, then its bytes), then the
+/// delivery ID. A mark moved from the first layout has an empty sender: it
+/// stands for its ID from any sender (that layout did not say which).
+inline std::string mark_key(std::string_view sender, std::string_view id) {
+  std::string k = troupe::detail::prefixed(sender, id.size());
+  k += id;
+  return k;
+}
+
+/// The sender the mark of `key` (a `mark_key`) names; empty for a moved one.
+inline std::string_view sender_of_mark(std::string_view key) {
+  const auto n = troupe::detail::prefixed_length(key);
+  return n == 0 ? std::string_view{} : key.substr(2, n - 2);
 }
 
 /// A delivery recorded and not yet confirmed.
@@ -102,7 +128,8 @@ inline outgoing decode_outgoing(std::string_view id, std::string_view v, std::ui
   }
 }
 
-/// A dedup mark: format · i64 time processed · u8 has reply · reply.
+/// A dedup mark of a processed delivery: format (1) · i64 time processed ·
+/// u8 has reply · reply.
 inline std::string encode_mark(std::int64_t time_ms, const std::optional<std::string>& reply) {
   std::string v;
   v.reserve(1 + 8 + 1 + (reply ? reply->size() : 0));
@@ -113,14 +140,43 @@ inline std::string encode_mark(std::int64_t time_ms, const std::optional<std::st
   return v;
 }
 
-/// The time the mark was made; its reply into `reply`.
-inline std::int64_t decode_mark(std::string_view v, std::optional<std::string>& reply) {
+/// The other values under a mark's key: a delivery whose handler failed
+/// `failures` times so far (2 · i64 time of the last failure · u32
+/// failures · reason), or one rejected after them (3 · i64 time · u32
+/// failures · reason).
+inline constexpr char failing_format = 2;
+inline constexpr char rejected_format = 3;
+
+inline std::string encode_failure(bool rejected, std::int64_t time_ms, std::uint32_t failures,
+                                  std::string_view reason) {
+  std::string v;
+  v.reserve(1 + 8 + 4 + reason.size());
+  v.push_back(rejected ? rejected_format : failing_format);
+  troupe::detail::put_u64(v, static_cast<std::uint64_t>(time_ms));
+  troupe::detail::put_u32(v, failures);
+  v += reason;
+  return v;
+}
+
+/// A value of `dedup` as a mark. Throws `corrupt_record` for a value that
+/// is truncated or of another format.
+inline dedup_marks::mark decode_mark(std::string_view v) {
+  using Mark = dedup_marks::mark;
   troupe::detail::byte_reader in(v);
+  Mark m;
   try {
-    if (in.take(1)[0] != value_format) throw bad_value("dedup");
-    const auto time_ms = static_cast<std::int64_t>(in.be(8));
-    if (in.take(1)[0] != 0) reply = std::string(in.rest());
-    return time_ms;
+    const char format = in.take(1)[0];
+    m.time_ms = static_cast<std::int64_t>(in.be(8));
+    if (format == value_format) {
+      if (in.take(1)[0] != 0) m.reply = std::string(in.rest());
+    } else if (format == failing_format || format == rejected_format) {
+      m.what = format == rejected_format ? Mark::state::rejected : Mark::state::failing;
+      m.failures = static_cast<std::uint32_t>(in.be(4));
+      m.reason = std::string(in.rest());
+    } else {
+      throw bad_value("dedup");
+    }
+    return m;
   } catch (const std::out_of_range&) {
     throw bad_value("dedup");
   }

@@ -1,7 +1,8 @@
 #pragma once
 
-// A receiver's dedup marks in memory: which (delivery IDs) it processed,
-// with the reply, in the order they were made (for the retention sweep).
+// A receiver's dedup marks in memory: which deliveries (sender and ID) it
+// processed, with the reply, or rejected, or whose handler failed so far,
+// in the order they were made (for the retention sweep).
 
 #include <algorithm>
 #include <cstddef>
@@ -19,13 +20,24 @@ namespace troupe::delivery::detail {
 class dedup_marks {
 public:
   struct mark {
+    enum class state : std::uint8_t {
+      processed, ///< `reply` is the handler's
+      failing,   ///< the handler failed `failures` times, last with `reason`
+      rejected,  ///< given up after failures: `reason`
+    };
     std::optional<std::string> reply;
     std::int64_t time_ms = 0;
+    mark::state what = state::processed;
+    std::uint32_t failures = 0;
+    std::string reason;
+
+    /// A delivery with this mark is answered from it (not run again).
+    bool answers() const noexcept { return what != state::failing; }
   };
 
-  /// The mark of `id`, or null.
-  const mark* find(const std::string& id) const {
-    auto it = marks_.find(id);
+  /// The mark of `key`, or null.
+  const mark* find(const std::string& key) const {
+    auto it = marks_.find(key);
     return it == marks_.end() ? nullptr : &it->second;
   }
 

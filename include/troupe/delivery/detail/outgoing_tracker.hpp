@@ -186,15 +186,25 @@ public:
     {
       std::lock_guard g(mutex_);
       auto it = pending_.find(a.id.str());
-      if (it == pending_.end()) return; // repeated or late: harmless
+      // Repeated or late: harmless. From another receiver than the
+      // delivery's: not its acknowledgement (a delivery is its sender's ID
+      // to one receiver).
+      if (it == pending_.end() || it->second.out.to != a.from) return;
       forget(it);
-      ++stats_.confirmed;
+      ++(a.rejection ? stats_.refused : stats_.confirmed);
       ws.swap(waiters_);
     }
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(a.id.str())));
     journal_->write_later(std::move(tables));
     for (auto& w : ws) w({});
+    if (a.rejection) {
+      // Rejected: an outcome as final as a confirmation (the receiver
+      // answers every copy so), told as such.
+      if constexpr (handles<Actor, delivery_rejected>)
+        (void)self_.tell(delivery_rejected{std::move(a.id), std::move(a.from), std::move(*a.rejection)});
+      return;
+    }
     if constexpr (handles<Actor, confirmed>)
       (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
   }

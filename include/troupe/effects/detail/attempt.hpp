@@ -108,6 +108,9 @@ inline task<> attempt(std::shared_ptr<shared_part> sh, record rec, bool reread) 
         sh->post(std::move(res));
         co_return;
       }
+      // What this dispatcher knows to be in doubt stays so (an attempt
+      // of an earlier process may have been cut short).
+      fresh.info.in_doubt = fresh.info.in_doubt || r.info.in_doubt;
       r = std::move(fresh);
     }
     const auto* a = sh->adapters.find(r.info.type);
@@ -120,9 +123,11 @@ inline task<> attempt(std::shared_ptr<shared_part> sh, record rec, bool reread) 
     } else if (r.info.in_doubt && !a->idempotent) {
       res.kind = result::what::unresolvable;
     } else {
-      if (!a->can_query && !a->idempotent) {
-        // Nothing could tell afterwards whether this attempt ran: say
-        // durably, before it runs, that it may have.
+      if (!a->idempotent) {
+        // Running it twice would do it twice: say durably, before it runs,
+        // that it may have run, so that every later reader of the record
+        // (a restart, another dispatcher) asks first (queryable) or leaves
+        // it to an operator (not queryable) instead of running it blind.
         auto mark = r;
         mark.info.in_doubt = true;
         mark.info.attempts += 1;
