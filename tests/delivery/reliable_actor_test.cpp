@@ -772,3 +772,98 @@ TEST_CASE("handler failures are counted across restarts: with the defaults, a ha
     CHECK(w.probes->rejections.front().reason.find("failed 3 time(s)") != std::string::npos);
   }
 }
+
+namespace {
+/// Stands in for a receiver: records when each copy arrives.
+struct arrivals final : td::endpoint {
+  std::mutex m;
+  std::vector<std::int64_t> at_ms;
+  void receive(td::message) override {
+    std::lock_guard g(m);
+    at_ms.push_back(troupe::detail::now_ms());
+  }
+  void acknowledge(td::acknowledgement) override {}
+  std::size_t count() {
+    std::lock_guard g(m);
+    return at_ms.size();
+  }
+};
+} // namespace
+
+TEST_CASE("a delivery past its horizon is dead-lettered and never sent late, also when a restart finds it") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.max_attempts = 1000;   // the attempts would allow more...
+  o.redelivery.max_backoff = 10ms;    // ...the horizon (10 s) does not
+  o.redelivery.initial_backoff = 10ms;
+  o.redelivery.max_attempts = 8;      // horizon 80 ms
+  auto spy = std::make_shared<arrivals>();
+  w.net->bind("receiver", spy);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  const auto recorded = troupe::detail::now_ms();
+  test::get(s.ask(send_item{1}, asio::use_future));
+  REQUIRE(w.eventually([&] { return spy->count() >= 2; }));
+  // The process dies with the delivery pending, and comes back after its
+  // horizon: its attempts would start again at 1.
+  w.crash();
+  std::this_thread::sleep_for(120ms);
+  w.boot();
+  w.net->bind("receiver", spy);
+  const auto before = spy->count();
+  s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
+  CHECK(spy->count() == before); // not one copy after the restart
+  std::lock_guard g(spy->m);
+  for (auto t : spy->at_ms) CHECK(t - recorded <= 80 + 5);
+}
+
+TEST_CASE("re-queueing a dead letter the receiver may have forgotten is refused, unless forced") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.max_attempts = 2;
+  o.redelivery.max_backoff = 10ms; // horizon 20 ms
+  o.dedup.retention = 150ms;
+  o.dedup.sweep_interval = 5ms;
+  w.net->set_ack_faults({.drop = 1}); // processed, never confirmed: a dead letter
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{1}, asio::use_future));
+  test::get(s.ask(send_item{2}, asio::use_future));
+  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 2; }));
+  CHECK(w.probes->handler_runs == 2);
+  w.net->heal();
+  // Within the receiver's retention (less the new horizon): answered from the mark.
+  CHECK(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 1)}, asio::use_future)));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  CHECK(w.probes->handler_runs == 2);
+  // Later, the mark may be gone: refused, and the dead letter stays.
+  std::this_thread::sleep_for(160ms);
+  CHECK_THROWS_WITH(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 2)}, asio::use_future)),
+                    Catch::Contains("re-queue of sender:2 from sender to receiver refused") &&
+                        Catch::Contains("keeps its dedup marks for 150 ms"));
+  CHECK(test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1);
+  // Forced: the operator accepts that it is processed again.
+  CHECK(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 2), true}, asio::use_future)));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 2; }));
+  CHECK(w.probes->handler_runs == 3);
+  CHECK(w.taken(r).total == 5); // item 2 twice: what forcing means
+}
+
+TEST_CASE("a receiver warns once about a sender whose horizon its transport does not know") {
+  world w;
+  std::vector<std::string> said;
+  std::mutex m;
+  w.net->on_warning([&](const std::string& s) {
+    std::lock_guard g(m);
+    said.push_back(s);
+  });
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  REQUIRE(w.eventually([&] { // sent until the receiver has bound its name
+    for (long n = 1; n <= 3; ++n)
+      w.net->send(td::message{"receiver", "elsewhere", td::delivery_id::of("x", n), "test.item", 1, "{\"n\":1}"});
+    return w.stats(r).processed == 3;
+  }));
+  std::lock_guard g(m);
+  REQUIRE(said.size() == 1);
+  CHECK(said[0].find("from elsewhere, whose redelivery horizon this transport does not know") != std::string::npos);
+}

@@ -469,3 +469,32 @@ TEST_CASE("with a faulty gateway over many seeded runs, nothing is charged twice
   std::cout << "  ends: " << ends[effect_status::completed] << " completed, " << ends[effect_status::failed]
             << " failed, " << ends[effect_status::unknown] << " unknown\n";
 }
+
+TEST_CASE("an outcome is redelivered to an owner that is down past the sender's horizon, and its outbox record "
+          "stays until the owner confirmed it") {
+  world w;
+  auto sc = w.new_script();
+  te::adapters a;
+  a.add("task", queryable{sc}, fast_retries());
+  auto o = fast_dispatcher();
+  o.delivery.redelivery.max_attempts = 2; // a horizon of 80 ms for ordinary deliveries
+  o.retention.completed = 1ms;
+  o.retention.sweep_interval = 5ms;
+  auto d = w.dispatcher(std::move(a), o);
+  {
+    auto s = w.owner();
+    sc->hold = true;
+    CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
+    REQUIRE(w.eventually([&] { return sc->holding.load() == 1; }));
+    s.stop();
+    test::get(s.when_stopped(asio::use_future));
+  }
+  sc->hold = false; // completes while its owner is down
+  REQUIRE(w.eventually([&] { return w.record("job:1") && w.record("job:1")->status == effect_status::completed; }));
+  std::this_thread::sleep_for(300ms); // well past the horizon, and past the completed record's retention
+  CHECK(test::get(d.ask(td::list_dead_letters{}, asio::use_future)).empty());
+  CHECK(w.record("job:1")); // not swept: the owner has not confirmed the outcome
+  auto s = w.owner();
+  REQUIRE(w.settled(s, "job:1", effect_status::completed));
+  REQUIRE(w.eventually([&] { return !w.record("job:1"); })); // swept once confirmed
+}

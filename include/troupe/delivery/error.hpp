@@ -29,6 +29,9 @@ enum class errc {
   /// A message larger than `delivery_options::max_message_bytes`; nothing
   /// was recorded. (`std::errc::message_size`)
   message_too_large,
+  /// A re-queue of a dead letter the receiver may have forgotten (see
+  /// `requeue`); nothing changed. (`std::errc::operation_not_permitted`)
+  requeue_refused,
 };
 
 namespace detail {
@@ -40,6 +43,7 @@ struct errors {
     case errc::unknown_message: return "message type not accepted by the receiver";
     case errc::corrupt_record: return "unreadable delivery record";
     case errc::message_too_large: return "message larger than the delivery limit";
+    case errc::requeue_refused: return "re-queue refused: the receiver may have forgotten the delivery";
     }
     return {};
   }
@@ -48,6 +52,7 @@ struct errors {
     case errc::backlog_full: return std::errc::resource_unavailable_try_again;
     case errc::corrupt_record: return std::errc::bad_message;
     case errc::message_too_large: return std::errc::message_size;
+    case errc::requeue_refused: return std::errc::operation_not_permitted;
     default: return std::nullopt;
     }
   }

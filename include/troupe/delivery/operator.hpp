@@ -14,11 +14,16 @@ namespace troupe::delivery {
 /// Operator messages, handled by every reliable actor. `ask` them:
 /// - `list_dead_letters{}` → `std::vector<dead_letter>`;
 /// - `requeue{id}` → `bool` (false: no such dead letter): the delivery is
-///   pending again, with a fresh count of attempts, and sent at once;
+///   pending again, with a fresh count of attempts and a fresh horizon, and
+///   sent at once. Refused (`errc::requeue_refused`) when the receiver may
+///   have forgotten it — its dedup retention (known to the transport) is
+///   shorter than the dead letter's age plus the sender's horizon — unless
+///   `force` (the operator accepts that it may be processed again);
 /// - `delivery_status{}` → `delivery_stats`.
 struct list_dead_letters {};
 struct requeue {
   delivery_id id;
+  bool force = false;
 };
 struct delivery_status {};
 

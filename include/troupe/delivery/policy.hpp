@@ -22,14 +22,22 @@ struct redelivery_policy {
   std::size_t burst = 1000;
   /// A `redelivery_warning` after this many attempts (0: never).
   std::uint32_t warn_after = 5;
-  /// Attempts before the delivery becomes a dead letter (0: never).
+  /// Attempts before the delivery becomes a dead letter (0: never). The
+  /// horizon below bounds it too.
   std::uint32_t max_attempts = 100;
   /// Deliveries recorded and not yet confirmed, at most; past it `deliver`
   /// throws `errc::delivery_backlog_full`, or waits if `wait_when_full`.
   std::size_t max_unconfirmed = 10'000;
   bool wait_when_full = false;
 
-  /// How long after its first attempt a delivery may still be redelivered.
+  /// How long after it was first recorded (the durable time in its
+  /// record, wall clock) a delivery may still be sent: past it, it becomes a
+  /// dead letter and is never sent again — whatever the jitter, the timer's
+  /// delays, restarts of the sender (its attempts start again at 1, its
+  /// record's time does not) or how late a restart finds it. The library's
+  /// own deliveries (effect outcomes) have none: they are redelivered at
+  /// `max_backoff` until confirmed. `max_backoff` × `max_attempts`
+  /// (`max()` when `max_attempts` is 0).
   std::chrono::milliseconds horizon() const noexcept {
     if (max_attempts == 0) return std::chrono::milliseconds::max();
     return max_backoff * max_attempts;

@@ -135,6 +135,7 @@ public:
         net_->send(acknowledgement{m.from, this->pid(), m.id, mark->reply});
       co_return;
     }
+    net_->unknown_sender(m.from, this->pid());
     using receive_fn = task<> (reliable_actor::*)(message&);
     receive_fn f = nullptr;
     select(accepted_of<Derived>{}, m, f);
@@ -181,6 +182,10 @@ public:
     });
     if (!value) co_return false;
     auto o = detail::decode_outgoing(r.id.str(), *value);
+    refuse_late_requeue(o, r.force);
+    // A fresh horizon from now: the check above made sure that the
+    // receiver's mark, if it processed the delivery, outlives it.
+    o.created_ms = troupe::detail::now_ms();
     if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::erase(tables_.deliveries, key));
@@ -256,6 +261,10 @@ protected:
 
   const delivery_options& delivery_settings() const noexcept { return options_; }
 
+  /// Whether a delivery this actor made under `id` is recorded and not yet
+  /// confirmed (nor rejected, nor given up).
+  bool unconfirmed(const delivery_id& id) const { return tracker_ && tracker_->unconfirmed(id.str()); }
+
 private:
   template <class... A, class... B>
   static accepts<A..., B...> join(accepts<A...>, accepts<B...>);
@@ -273,6 +282,30 @@ private:
     return true;
   }
   static constexpr bool receives() { return receives_of(accepted_of<Derived>{}); }
+
+  /// A re-queued delivery is sent for another horizon; its receiver may
+  /// have processed it as early as it was first recorded, and keeps the
+  /// mark for its retention from then: the re-queue is refused unless the
+  /// mark outlives the new horizon (or the operator forces it, accepting
+  /// that it may be processed again).
+  void refuse_late_requeue(const detail::outgoing& o, bool force) const {
+    if (force) return;
+    const auto retention = net_->retention_of(o.to);
+    const auto horizon = options_.redelivery.horizon();
+    if (retention && *retention == std::chrono::milliseconds::max()) return;
+    const auto age = std::chrono::milliseconds(std::max<std::int64_t>(0, troupe::detail::now_ms() - o.created_ms));
+    if (retention && horizon != std::chrono::milliseconds::max() && age + horizon <= *retention) return;
+    const auto show = [](std::chrono::milliseconds d) {
+      return d == std::chrono::milliseconds::max() ? std::string("unlimited") : std::to_string(d.count()) + " ms";
+    };
+    throw error(errc::requeue_refused,
+                "re-queue of " + o.id + " from " + this->pid() + " to " + o.to + " refused: it was first recorded " +
+                    std::to_string(age.count()) + " ms ago and would be sent for another " + show(horizon) + ", but " +
+                    (retention ? o.to + " keeps its dedup marks for " + show(*retention)
+                               : o.to + "'s dedup retention is not known to this transport") +
+                    ": it may have forgotten the delivery and would process it again (requeue{id, .force = true} "
+                    "accepts that)");
+  }
 
   [[noreturn]] void refuse(const char* why) const {
     throw error(troupe::errc::invalid_argument, "reliable actor " + this->pid() + ": " + why);

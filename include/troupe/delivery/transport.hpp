@@ -11,11 +11,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace troupe::delivery {
@@ -96,6 +99,52 @@ public:
     horizons_[name] = horizon;
   }
 
+  /// The dedup retention `admit` recorded for the receiver `name`, if any.
+  std::optional<std::chrono::milliseconds> retention_of(const std::string& name) {
+    std::lock_guard g(policies_mutex_);
+    auto it = retentions_.find(name);
+    if (it == retentions_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  /// Whether `name` was admitted (its horizon is known here); the first
+  /// time a receiver hears from a sender that was not, the transport warns
+  /// (`warn`): the retention rule cannot be checked for it.
+  bool knows(const std::string& name) {
+    std::lock_guard g(policies_mutex_);
+    return horizons_.contains(name);
+  }
+
+  /// What the transport says when something is wrong but goes on: by
+  /// default a line on standard error; replace it with `on_warning`.
+  void warn(const std::string& what) {
+    std::function<void(const std::string&)> f;
+    {
+      std::lock_guard g(policies_mutex_);
+      f = warning_;
+    }
+    if (f)
+      f(what);
+    else
+      std::fprintf(stderr, "troupe: warning: %s\n", what.c_str());
+  }
+
+  void on_warning(std::function<void(const std::string&)> f) {
+    std::lock_guard g(policies_mutex_);
+    warning_ = std::move(f);
+  }
+
+  /// Warns once per sender name not admitted here (see `knows`).
+  void unknown_sender(const std::string& sender, const std::string& receiver) {
+    {
+      std::lock_guard g(policies_mutex_);
+      if (horizons_.contains(sender) || !warned_.insert(sender).second) return;
+    }
+    warn("reliable actor " + receiver + " received a delivery from " + sender +
+         ", whose redelivery horizon this transport does not know: the dedup retention of " + receiver +
+         " cannot be checked against it (a copy sent after the retention would be processed again)");
+  }
+
 private:
   static std::string show(std::chrono::milliseconds d) {
     return d == std::chrono::milliseconds::max() ? std::string("unlimited") : std::to_string(d.count()) + " ms";
@@ -112,6 +161,8 @@ private:
   std::mutex policies_mutex_;
   std::unordered_map<std::string, std::chrono::milliseconds> horizons_;
   std::unordered_map<std::string, std::chrono::milliseconds> retentions_;
+  std::unordered_set<std::string> warned_;
+  std::function<void(const std::string&)> warning_;
 };
 
 /// Delivers within one process, at once, to whatever is bound to the name

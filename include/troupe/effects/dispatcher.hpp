@@ -197,9 +197,16 @@ public:
     const auto now = troupe::detail::now_ms();
     std::vector<persistence::table_write> tables;
     while (!expiry_.empty() && expiry_.begin()->first <= now && tables.size() < options_.retention.sweep_batch) {
-      auto [at, id] = *expiry_.begin();
+      auto [at, due] = *expiry_.begin();
       expiry_.erase(expiry_.begin());
+      auto& [id, outcome] = due;
       if (open_.contains(id)) continue; // re-queued since
+      if (this->unconfirmed(outcome)) {
+        // Its owner has not confirmed the outcome yet: the record stays
+        // until it has (the delivery is never given up).
+        expiry_.emplace(now + options_.retention.sweep_interval.count(), std::move(due));
+        continue;
+      }
       if (auto it = stuck_.find(id); it != stuck_.end()) {
         if (it->second.info.status != effect_status::failed) continue; // unknown: kept for an operator
         stuck_.erase(it);
@@ -291,7 +298,12 @@ private:
     const auto keep =
         r.info.status == effect_status::completed ? options_.retention.completed : options_.retention.failed;
     const auto at = keep == std::chrono::milliseconds::max() ? INT64_MAX : r.info.finished_ms + keep.count();
-    expiry_.emplace(at, r.info.id);
+    expiry_.emplace(at, std::pair{r.info.id, outcome_id(r.info.id, r.info.round, r.info.status)});
+  }
+
+  /// The ID of the delivery that tells an effect's owner its state.
+  static delivery::delivery_id outcome_id(const std::string& id, std::uint32_t round, effect_status status) {
+    return delivery::delivery_id::of(id, std::to_string(round), to_string(status));
   }
 
   /// Starts what is due, the in-doubt effects found at start first.
@@ -321,7 +333,7 @@ private:
 
   /// Delivers `u` to the owner; joins the open batch.
   task<> report(const std::string& owner, const effect_updated& u) {
-    auto id = delivery::delivery_id::of(u.id, std::to_string(u.round), to_string(u.status));
+    auto id = outcome_id(u.id, u.round, u.status);
     effect_update m{u};
     co_await this->deliver(owner, std::move(id), std::move(m));
   }
@@ -384,7 +396,8 @@ private:
   std::set<std::pair<std::int64_t, std::string>> due_; // pending, not running, by due time
   std::unordered_set<std::string> first_;              // in doubt at start: resolved first
   std::map<std::string, detail::record> stuck_;        // failed and unknown
-  std::multimap<std::int64_t, std::string> expiry_;    // completed and failed, by removal time
+  // Completed and failed, by removal time: the ID, and its outcome's delivery.
+  std::multimap<std::int64_t, std::pair<std::string, delivery::delivery_id>> expiry_;
   std::size_t in_flight_ = 0;
   dispatcher_stats stats_;
 };

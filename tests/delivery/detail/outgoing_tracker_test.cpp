@@ -101,7 +101,10 @@ struct fixture {
   }
 };
 
-td::detail::outgoing out(std::string id) { return {"warehouse", std::move(id), "t.item", 1, "{}", 1}; }
+/// Recorded now (a delivery is sent only within its horizon from then).
+td::detail::outgoing out(std::string id) {
+  return {"warehouse", std::move(id), "t.item", 1, "{}", troupe::detail::now_ms()};
+}
 
 td::redelivery_policy slow() {
   td::redelivery_policy p;

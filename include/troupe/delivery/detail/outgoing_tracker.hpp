@@ -209,6 +209,12 @@ public:
       (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
   }
 
+  /// Whether the delivery `id` is tracked (recorded, not yet confirmed).
+  bool unconfirmed(const std::string& id) const {
+    std::lock_guard g(mutex_);
+    return pending_.contains(id);
+  }
+
   delivery_stats stats() const {
     std::lock_guard g(mutex_);
     auto s = stats_;
@@ -251,14 +257,35 @@ private:
 
   void add(std::vector<outgoing> out) {
     std::vector<message> now;
+    std::vector<outgoing> late;
     {
       std::lock_guard g(mutex_);
       if (closed_) return;
       const auto t = clock::now();
-      for (auto& o : out)
+      const auto wall = troupe::detail::now_ms();
+      for (auto& o : out) {
+        // Past its horizon already (found at a restart long after): never
+        // sent late.
+        if (past_horizon(o, wall)) {
+          late.push_back(std::move(o));
+          continue;
+        }
         if (auto m = track(std::move(o), t)) now.push_back(std::move(*m));
+      }
     }
     for (auto& m : now) net_->send(std::move(m));
+    for (auto& o : late) bury(std::move(o), 0);
+  }
+
+  /// The library's own deliveries (effect outcomes) are never given up:
+  /// redelivered at the capped interval until confirmed.
+  static bool own(const outgoing& o) noexcept { return std::string_view(o.manifest).starts_with("troupe."); }
+
+  /// Whether `o` was first recorded longer than the horizon before `now_ms`
+  /// (wall clock, as its record's time): it must not be sent any more.
+  bool past_horizon(const outgoing& o, std::int64_t now_ms) const noexcept {
+    const auto h = policy_.horizon();
+    return !own(o) && h != std::chrono::milliseconds::max() && now_ms - o.created_ms >= h.count();
   }
 
   /// With the mutex held: tracks `o`, due again after the first backoff,
@@ -301,6 +328,7 @@ private:
       std::lock_guard g(mutex_);
       if (closed_) return;
       const auto t = clock::now();
+      const auto wall = troupe::detail::now_ms();
       // Only what is due, earliest first.
       while (!schedule_.empty() && schedule_.begin()->first <= t && resend.size() < policy_.burst) {
         auto it = pending_.find(schedule_.begin()->second);
@@ -308,7 +336,8 @@ private:
         if (it == pending_.end()) continue;
         auto& e = it->second;
         e.slot.reset();
-        if (policy_.max_attempts != 0 && e.attempts >= policy_.max_attempts) {
+        if ((policy_.max_attempts != 0 && e.attempts >= policy_.max_attempts && !own(e.out)) ||
+            past_horizon(e.out, wall)) {
           give_up.emplace_back(std::move(e.out), e.attempts);
           forget(it);
           continue;
