@@ -9,6 +9,7 @@
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/rocksdb_options.hpp>
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/persistence/detail/group_writer.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
@@ -16,7 +17,7 @@
 #include <troupe/persistence/detail/rocksdb_format.hpp>
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
 #include <troupe/persistence/detail/rocksdb_status.hpp>
-#include <troupe/persistence/detail/salvage.hpp>
+#include <troupe/persistence/detail/rocksdb_salvage.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
 #include <troupe/detail/bytes.hpp>
 #include <troupe/detail/clock.hpp>
@@ -38,36 +39,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace troupe::persistence {
-
-/// Settings of a `rocksdb_store`.
-struct rocksdb_options {
-  /// What an acknowledged write survives (see `durability`).
-  persistence::durability durability = durability::sync;
-  /// Create the directory and the database if missing.
-  bool create_if_missing = true;
-  /// Persistence IDs whose key prefix and highest sequence number the
-  /// writer keeps in memory (about 100 bytes each). Beyond it, the least
-  /// recently written are dropped and read again (one seek) at their next
-  /// write: a store with millions of IDs (one per order) stays bounded.
-  std::size_t id_cache = 100'000;
-  /// Open a store whose WAL is damaged before its end (which refuses to
-  /// open with `corrupt_store` otherwise) at the last consistent point
-  /// before the damage: every write from there on is dropped, `salvaged()`
-  /// names what was, and the dropped events' numbers are never handed out
-  /// again. For an operator who has decided to lose them; see
-  /// docs/storage.md.
-  bool salvage = false;
-  /// The file system RocksDB uses; null: the machine's. Tests give a
-  /// `troupe::testing::faulty_file_system`.
-  std::shared_ptr<rocksdb::FileSystem> file_system{};
-};
 
 /// A RocksDB database holding the journal, the snapshots, and one column
 /// family for each table a layer above opens (`open_table`). One per actor
@@ -604,11 +581,17 @@ private:
     // Every write of the WAL, read before RocksDB recovers (and may remove)
     // it, to name what the salvage drops.
     std::vector<detail::wal_write> wal;
-    if (options_.salvage && exists) wal = read_wal_files();
+    if (options_.salvage && exists) wal = detail::read_wal_files(path_);
     if (auto st = open_db(tables, true); !st.ok()) fail_open(st, "RocksDB refused it");
     if (options_.salvage && exists) {
       try {
-        salvage(wal);
+        std::vector<rocksdb::ColumnFamilyHandle*> all(own_handles_);
+        for (auto& t : layout_.tables)
+          if (auto* h = t.load(std::memory_order_acquire)) all.push_back(h);
+        salvaged_ = detail::salvage_store(*db_, layout_, all, logger_->damage(), wal,
+                                          [this](const rocksdb::Status& st, const std::string& doing) {
+                                            fail_open(st, doing);
+                                          });
       } catch (...) {
         close_db();
         throw;
@@ -622,73 +605,6 @@ private:
       throw;
     }
     writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
-  }
-
-  /// The writes of the store's WAL files, oldest first.
-  std::vector<detail::wal_write> read_wal_files() const {
-    std::vector<std::filesystem::path> files;
-    for (auto& e : std::filesystem::directory_iterator(path_))
-      if (e.path().extension() == ".log") files.push_back(e.path());
-    std::sort(files.begin(), files.end()); // zero-padded numbers
-    std::vector<detail::wal_write> out;
-    for (auto& f : files) {
-      auto w = detail::read_wal(f.string());
-      out.insert(out.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
-    }
-    return out;
-  }
-
-  /// After a point-in-time open of a damaged store: names what it dropped,
-  /// leaves an `events_lost` record at the last dropped number of each ID
-  /// (so that no number that may have been acknowledged is handed out
-  /// again, and recovery passes over them), and flushes everything, so that
-  /// the damaged WAL is gone and the next open is an ordinary one.
-  void salvage(const std::vector<detail::wal_write>& wal) {
-    for (auto& line : logger_->damage()) salvaged_.push_back("RocksDB: " + line);
-    if (salvaged_.empty()) return; // nothing was damaged
-    std::map<std::uint32_t, std::string> names;
-    std::vector<rocksdb::ColumnFamilyHandle*> all(own_handles_);
-    for (auto& t : layout_.tables)
-      if (auto* h = t.load(std::memory_order_acquire)) all.push_back(h);
-    for (auto* h : all) names[h->GetID()] = h->GetName();
-    const auto lost = detail::dropped_writes(wal, db_->GetLatestSequenceNumber(), names);
-    rocksdb::WriteBatch markers;
-    // Every ID with dropped events, and, when some write could not be
-    // decoded, every ID the WAL names (it may have had events there): a
-    // record at the last number that may have been handed out.
-    std::set<std::string> ids;
-    for (auto& [prefix, range] : lost.events) ids.insert(prefix);
-    if (lost.unreadable_keys) ids.insert(lost.named.begin(), lost.named.end());
-    for (auto& prefix : ids) {
-      const auto kept = layout_.read_highest(prefix);
-      sequence_nr last = kept;
-      if (auto it = lost.events.find(prefix); it != lost.events.end()) last = std::max(last, it->second.second);
-      if (lost.unreadable_keys) last = std::max(last, kept + lost.unreadable_keys);
-      if (last <= kept) continue;
-      const auto pid = detail::pid_of_prefix(prefix);
-      const bool named = lost.events.count(prefix) && lost.events.at(prefix).second == last;
-      salvaged_.push_back("events " + std::to_string(kept + 1) + " to " + std::to_string(last) + " of " + pid +
-                          (named ? " dropped" : " dropped or never written (an undecodable write may have held some)") +
-                          " (numbers kept by a " + std::string(events_lost_manifest) + " record at " +
-                          std::to_string(last) + ")");
-      markers.Put(journal_cf(), detail::seq_key(prefix, last),
-                  detail::encode_event(detail::events_lost_record(kept + 1, last)));
-    }
-    for (auto& [cf, n] : lost.records)
-      salvaged_.push_back(std::to_string(n) + " record(s) of " + (cf == "meta" ? std::string("meta") : "table " + cf) +
-                          " dropped");
-    if (lost.unreadable_keys)
-      salvaged_.push_back(std::to_string(lost.unreadable_bytes) + " bytes of writes could not be decoded, and damaged writes may name wrong keys (at most " +
-                          std::to_string(lost.unreadable_keys) +
-                          " records): the numbers of every persistence ID the WAL names are kept past them; an ID "
-                          "named nowhere else in the WAL cannot be");
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    if (markers.Count() > 0)
-      if (auto st = db_->Write(wo, &markers); !st.ok()) fail_open(st, "cannot write the salvage's markers");
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    if (auto st = db_->Flush(fo, all); !st.ok()) fail_open(st, "cannot flush the salvaged store");
   }
 
   /// Records a failed read: what RocksDB said, and of what.

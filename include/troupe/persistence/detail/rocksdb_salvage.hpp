@@ -1,0 +1,100 @@
+#pragma once
+
+// The salvage of a RocksDB store whose WAL is damaged (`rocksdb_options::
+// salvage`): the WAL read before RocksDB recovers it, then, once RocksDB has
+// opened the store at the last consistent point, what was dropped named and
+// the dropped numbers kept.
+
+#include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/rocksdb_layout.hpp>
+#include <troupe/persistence/detail/salvage.hpp>
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace troupe::persistence::detail {
+
+/// The writes of the WAL files in `dir`, oldest first.
+inline std::vector<wal_write> read_wal_files(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".log") files.push_back(e.path());
+  std::sort(files.begin(), files.end()); // zero-padded numbers
+  std::vector<wal_write> out;
+  for (auto& f : files) {
+    auto w = read_wal(f.string());
+    out.insert(out.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
+  }
+  return out;
+}
+
+/// After a point-in-time open of a damaged store (`all`: every column
+/// family's handle; `damage`: RocksDB's reports of what it dropped; `wal`:
+/// the WAL's writes as read before the open): leaves an `events_lost`
+/// record at the last dropped number of each ID (so that no number that
+/// may have been acknowledged is handed out again, and recovery passes over
+/// them), flushes everything (the damaged WAL is gone, the next open is an
+/// ordinary one), and returns what it found and dropped, a line each.
+/// `fail(status, doing)` throws.
+inline std::vector<std::string> salvage_store(
+    rocksdb::DB& db, const rocksdb_layout& layout, const std::vector<rocksdb::ColumnFamilyHandle*>& all,
+    const std::vector<std::string>& damage, const std::vector<wal_write>& wal,
+    const std::function<void(const rocksdb::Status&, const std::string&)>& fail) {
+  std::vector<std::string> out;
+  for (auto& line : damage) out.push_back("RocksDB: " + line);
+  if (out.empty()) return out; // nothing was damaged
+  std::map<std::uint32_t, std::string> names;
+  for (auto* h : all) names[h->GetID()] = h->GetName();
+  const auto lost = dropped_writes(wal, db.GetLatestSequenceNumber(), names);
+  rocksdb::WriteBatch markers;
+  // Every ID with dropped events, and, when some write could not be
+  // decoded, every ID the WAL names (it may have had events there): a
+  // record at the last number that may have been handed out.
+  std::set<std::string> ids;
+  for (auto& [prefix, range] : lost.events) ids.insert(prefix);
+  if (lost.unreadable_keys) ids.insert(lost.named.begin(), lost.named.end());
+  for (auto& prefix : ids) {
+    const auto kept = layout.read_highest(prefix);
+    sequence_nr last = kept;
+    if (auto it = lost.events.find(prefix); it != lost.events.end()) last = std::max(last, it->second.second);
+    if (lost.unreadable_keys) last = std::max(last, kept + lost.unreadable_keys);
+    if (last <= kept) continue;
+    const auto pid = pid_of_prefix(prefix);
+    const bool named = lost.events.count(prefix) && lost.events.at(prefix).second == last;
+    out.push_back("events " + std::to_string(kept + 1) + " to " + std::to_string(last) + " of " + pid +
+                  (named ? " dropped" : " dropped or never written (an undecodable write may have held some)") +
+                  " (numbers kept by a " + std::string(events_lost_manifest) + " record at " + std::to_string(last) +
+                  ")");
+    markers.Put(layout.journal, seq_key(prefix, last), encode_event(events_lost_record(kept + 1, last)));
+  }
+  for (auto& [cf, n] : lost.records)
+    out.push_back(std::to_string(n) + " record(s) of " + (cf == "meta" ? std::string("meta") : "table " + cf) +
+                  " dropped");
+  if (lost.unreadable_keys)
+    out.push_back(std::to_string(lost.unreadable_bytes) +
+                  " bytes of writes could not be decoded, and damaged writes may name wrong keys (at most " +
+                  std::to_string(lost.unreadable_keys) +
+                  " records): the numbers of every persistence ID the WAL names are kept past them; an ID named "
+                  "nowhere else in the WAL cannot be");
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  if (markers.Count() > 0)
+    if (auto st = db.Write(wo, &markers); !st.ok()) fail(st, "cannot write the salvage's markers");
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  if (auto st = db.Flush(fo, all); !st.ok()) fail(st, "cannot flush the salvaged store");
+  return out;
+}
+
+} // namespace troupe::persistence::detail
