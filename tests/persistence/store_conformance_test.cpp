@@ -343,3 +343,17 @@ TEMPLATE_TEST_CASE("every store has the same limits: an empty or overlong ID or 
   CHECK(f.store.highest_sequence_nr("p") == 0);
   CHECK(!f.store.write("p", {{1, std::string(65535, 'm'), 1, "{}"}}));
 }
+
+TEMPLATE_TEST_CASE("every store treats writes without events alike, and checks a record before its number", "",
+                   memory_fixture, rocksdb_fixture) {
+  TestType f;
+  const std::error_code invalid = troupe::errc::invalid_argument;
+  // No events: the persistence ID is not used, whatever it is.
+  CHECK(!f.store.write("", {}));
+  CHECK(!f.store.write(std::string(65536, 'p'), {}));
+  auto t = f.store.open_table("t");
+  CHECK(!f.store.write("", {}, {tp::table_write::put(t, "k", "v")}));
+  // A bad record is invalid_argument even when its number is wrong too.
+  CHECK(f.store.write("p", {{7, std::string(65536, 'm'), 1, "{}"}}) == invalid);
+  CHECK(f.store.write("p", {{7, "m", 1, "{}"}}) == tp::errc::sequence_mismatch);
+}

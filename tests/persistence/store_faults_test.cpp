@@ -13,7 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <troupe/persistence/detail/codec.hpp>
+
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -132,6 +135,121 @@ TEST_CASE("a flipped byte in the middle of the WAL refuses to open with corrupt_
   CHECK_THAT(what, Catch::Contains("checksum")); // what RocksDB reported
   // Refused again, and nothing acknowledged was given up meanwhile.
   CHECK(open_error(dir.str())->code() == tp::errc::corrupt_store);
+}
+
+TEST_CASE("a flipped bit in a WAL record's length (RocksDB would take it for the tail) refuses to open, and salvage "
+          "names the loss") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  // The sixth record's header (the first holds the store's format, the
+  // sixth event 5): walk the first block's records (7-byte headers:
+  // checksum, u16 length little-endian, type).
+  std::ifstream in(wals[0], std::ios::binary);
+  const std::string wal((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  std::size_t pos = 0;
+  for (int k = 0; k < 5; ++k) {
+    REQUIRE(pos + 7 <= wal.size());
+    pos += 7 + (std::size_t(std::uint8_t(wal[pos + 4])) | std::size_t(std::uint8_t(wal[pos + 5])) << 8);
+  }
+  faulty_file_system::flip_bit(wals[0], pos + 5, 7); // its length now runs past the block
+  const auto before = snapshot_of(dir.path);
+
+  auto e = open_error(dir.str());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::corrupt_store);
+  CHECK_THAT(std::string(e->what()), Catch::Contains("damaged before its end") &&
+                                         Catch::Contains(wals[0].filename().string()) &&
+                                         Catch::Contains("followed by 5 intact write(s)"));
+  CHECK(snapshot_of(dir.path) == before); // refused before RocksDB touched it
+
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  std::string report;
+  for (auto& line : s.salvaged()) report += line + "\n";
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
+  CHECK(s.highest_sequence_nr("p") == 10);
+  CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
+}
+
+TEST_CASE("salvage does not take a deletion of every event for events up to the largest number") {
+  test::temp_dir dir;
+  in_child_then_die([&] {
+    tp::rocksdb_store s(dir.str());
+    for (tp::sequence_nr i = 1; i <= 5; ++i)
+      if (s.write("p", one(i, std::string(200, 'x')))) throw 1;
+    if (s.delete_up_to("p", tp::max_sequence_nr)) throw 2;
+    for (tp::sequence_nr i = 6; i <= 7; ++i)
+      if (s.write("p", one(i, std::string(200, 'y')))) throw 3;
+  });
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  faulty_file_system::flip_bit(wals[0], fs::file_size(wals[0]) - 150, 3); // inside event 7
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  std::string report;
+  for (auto& line : s.salvaged()) report += line + "\n";
+  INFO(report);
+  CHECK_THAT(report, !Catch::Contains("18446744073709551615"));
+  CHECK(s.highest_sequence_nr("p") == 7);
+  CHECK(s.write("p", one(0)) == tp::errc::sequence_mismatch);
+  CHECK(!s.write("p", one(8)));
+}
+
+TEST_CASE("no number follows the largest: a write after it is sequence_mismatch, never number 0 or 1 again") {
+  test::temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str());
+    REQUIRE(!s.write("p", one(1)));
+    // An event at the largest number (where a salvage's marker may stand).
+    auto big = one(tp::max_sequence_nr);
+    REQUIRE(s.db()
+                .Put(rocksdb::WriteOptions{}, s.journal_cf(),
+                     tp::detail::seq_key(tp::detail::id_prefix("p"), tp::max_sequence_nr),
+                     tp::detail::encode_event(big[0]))
+                .ok());
+  }
+  tp::rocksdb_store s(dir.str());
+  CHECK(s.highest_sequence_nr("p") == tp::max_sequence_nr);
+  CHECK(s.write("p", one(0)) == tp::errc::sequence_mismatch);
+  CHECK(s.write("p", one(1, "replacement")) == tp::errc::sequence_mismatch);
+  std::vector<std::string> payloads;
+  REQUIRE(!s.replay("p", 0, 1, 10, [&](const tp::event_record& e) { payloads.push_back(e.payload); }));
+  CHECK(payloads == std::vector<std::string>{"payload"});
+}
+
+TEST_CASE("a deletion in the same group commit as events it covers keeps their highest number") {
+  test::temp_dir dir;
+  {
+    tp::rocksdb_store s(dir.str(), tp::rocksdb_options{.durability = tp::durability::none});
+    REQUIRE(!s.write("x", {one(1)[0], one(2)[0], one(3)[0]}));
+    for (int round = 0; round < 50; ++round) {
+      // Keep the writer busy, so that the next requests share a group.
+      std::vector<std::future<std::error_code>> busy;
+      for (int i = 0; i < 20; ++i) {
+        auto p = std::make_shared<std::promise<std::error_code>>();
+        busy.push_back(p->get_future());
+        s.submit("busy-" + std::to_string(round) + "-" + std::to_string(i), one(1), {},
+                 [p](std::error_code ec) { p->set_value(ec); });
+      }
+      const auto next = s.highest_sequence_nr("x") + 1;
+      auto written = std::make_shared<std::promise<std::error_code>>();
+      auto f = written->get_future();
+      s.submit("x", {one(next)[0], one(next + 1)[0]}, {}, [written](std::error_code ec) { written->set_value(ec); });
+      REQUIRE(!s.delete_up_to("x", tp::max_sequence_nr));
+      REQUIRE(!f.get());
+      for (auto& b : busy) REQUIRE(!b.get());
+      REQUIRE(s.highest_sequence_nr("x") == next + 1);
+    }
+  }
+  tp::rocksdb_store s(dir.str());
+  CHECK(s.highest_sequence_nr("x") == 3 + 100);
+  CHECK(s.write("x", one(4)) == tp::errc::sequence_mismatch);
 }
 
 TEST_CASE("an incomplete record at the tail of the WAL (a crash while writing it) is tolerated") {

@@ -65,6 +65,7 @@ public:
     id_state* s = nullptr;
     if (!events.empty()) {
       s = &ids_[std::string(pid)];
+      if (s->highest > max_sequence_nr - events.size()) return errc::sequence_mismatch; // none after the largest
       for (std::size_t i = 0; i < events.size(); ++i)
         if (events[i].seq != s->highest + 1 + i) return errc::sequence_mismatch;
     }

@@ -211,7 +211,7 @@ public:
   /// Blocks until every write requested before, and everything
   /// `write_later` queued before, is durable (or failed).
   std::error_code flush_writes() {
-    return writer_->run({}, [](rocksdb::WriteBatch&) { return std::error_code{}; });
+    return writer_->run({}, [](rocksdb::WriteBatch&, sequence_nr) { return std::error_code{}; });
   }
 
   /// Blocking form of `submit` (through the same writer thread).
@@ -317,12 +317,15 @@ public:
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
     if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     auto prefix = detail::id_prefix(pid);
-    return writer_->run(std::string(pid), [this, prefix, to](rocksdb::WriteBatch& b) -> std::error_code {
+    return writer_->run(std::string(pid), [this, prefix, to](rocksdb::WriteBatch& b, sequence_nr known) -> std::error_code {
       // The watermark with the deletion: the highest number it removes, so
-      // that the highest survives even when no event is left.
+      // that the highest survives even when no event is left. Events of
+      // this group's batch are not in the database yet: the writer knows
+      // them (numbers are contiguous, so the last one up to `to` is the
+      // smaller of the two).
       sequence_nr removed = 0, watermark = 0;
       try {
-        removed = layout_.last_seq(prefix, to);
+        removed = std::max(layout_.last_seq(prefix, to), std::min(to, known));
         watermark = layout_.read_watermark(prefix);
       } catch (const error& e) {
         return e.code();
@@ -356,7 +359,7 @@ public:
     } else {
       value = detail::encode_snapshot(s);
     }
-    return writer_->run(std::string(pid), [this, key, value = std::move(value)](rocksdb::WriteBatch& b) {
+    return writer_->run(std::string(pid), [this, key, value = std::move(value)](rocksdb::WriteBatch& b, sequence_nr) {
       b.Put(snapshots_cf(), key, value);
       return std::error_code{};
     });
@@ -396,7 +399,7 @@ public:
   std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
     if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     auto key = detail::seq_key(detail::id_prefix(pid), seq);
-    return writer_->run(std::string(pid), [this, key](rocksdb::WriteBatch& b) {
+    return writer_->run(std::string(pid), [this, key](rocksdb::WriteBatch& b, sequence_nr) {
       b.Delete(snapshots_cf(), key);
       return std::error_code{};
     });
@@ -421,7 +424,7 @@ public:
     it.reset();
     r.lock.unlock(); // the writer may need the database alone (a reopen)
     if (doomed.empty()) return {};
-    return writer_->run(std::string(pid), [this, doomed = std::move(doomed)](rocksdb::WriteBatch& b) {
+    return writer_->run(std::string(pid), [this, doomed = std::move(doomed)](rocksdb::WriteBatch& b, sequence_nr) {
       for (auto& key : doomed) b.Delete(snapshots_cf(), key);
       return std::error_code{};
     });
@@ -550,8 +553,11 @@ private:
     std::string what = "cannot open store " + path_ + ": " + doing + ": " + st.ToString();
     if (logger_)
       for (auto& d : logger_->damage()) what += "; " + d;
-    if (code == errc::corrupt_store)
+    if (code == errc::corrupt_store && !options_.salvage)
       what += ". Nothing was changed; rocksdb_options::salvage opens it without the damaged records";
+    else if (code == errc::corrupt_store)
+      what += ". A salvage cannot open it either (a table file holds writes past the damage): restore it from a "
+              "backup";
     throw error(code, what);
   }
 
@@ -582,6 +588,7 @@ private:
     // it, to name what the salvage drops.
     std::vector<detail::wal_write> wal;
     if (options_.salvage && exists) wal = detail::read_wal_files(path_);
+    if (!options_.salvage && exists) refuse_damaged_wal();
     if (auto st = open_db(tables, true); !st.ok()) fail_open(st, "RocksDB refused it");
     if (options_.salvage && exists) {
       try {
@@ -605,6 +612,20 @@ private:
       throw;
     }
     writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
+  }
+
+  /// Before RocksDB opens the store: damage inside a WAL file that RocksDB
+  /// would take for a torn tail (see `detail::damage_before_end`) refuses
+  /// the open, the store unchanged.
+  void refuse_damaged_wal() const {
+    for (auto& e : std::filesystem::directory_iterator(path_)) {
+      if (e.path().extension() != ".log") continue;
+      if (auto d = detail::damage_before_end(e.path().string()); !d.empty())
+        throw error(errc::corrupt_store, "cannot open store " + path_ + ": its WAL is damaged before its end (" + d +
+                                             "); RocksDB would recover to the point before the damage and drop "
+                                             "what follows. Nothing was changed; rocksdb_options::salvage opens it "
+                                             "without the damaged records");
+    }
   }
 
   /// Records a failed read: what RocksDB said, and of what.

@@ -42,7 +42,10 @@ public:
     std::string pid;
     std::vector<event_record> events;
     std::vector<table_write> tables;
-    troupe::detail::unique_function<std::error_code(rocksdb::WriteBatch&)> extra;
+    /// Given the batch, and the highest number of `pid` the writer knows,
+    /// with the events this group put in the batch before it (0 when it
+    /// knows none: then the database has it).
+    troupe::detail::unique_function<std::error_code(rocksdb::WriteBatch&, sequence_nr)> extra;
     troupe::detail::unique_function<void(std::error_code)> done;
   };
 
@@ -190,7 +193,14 @@ private:
     std::int64_t now = 0; // the group's write time, read once
     for (auto* r : order_) {
       id_entry* id = nullptr;
-      if (!r->events.empty() || (!r->extra && r->tables.empty())) {
+      if (!r->events.empty()) {
+        bool valid = true;
+        for (auto& e : r->events)
+          if (e.manifest.size() > max_manifest || !valid_metadata(e.metadata)) valid = false;
+        if (!valid) {
+          r->done(troupe::errc::invalid_argument);
+          continue;
+        }
         try {
           id = &entry(r->pid);
         } catch (const error& e) {
@@ -198,23 +208,21 @@ private:
           r->done(e.code());
           continue;
         }
-        bool valid = true;
-        for (std::size_t i = 0; i < r->events.size(); ++i)
+        // (No number follows the largest one.)
+        if (id->highest > max_sequence_nr - r->events.size()) valid = false;
+        for (std::size_t i = 0; i < r->events.size() && valid; ++i)
           if (r->events[i].seq != id->highest + 1 + i) valid = false;
         if (!valid) {
           r->done(errc::sequence_mismatch);
           continue;
         }
-        for (auto& e : r->events)
-          if (e.manifest.size() > max_manifest || !valid_metadata(e.metadata)) valid = false;
-        if (!valid) {
-          r->done(troupe::errc::invalid_argument);
-          continue;
-        }
       }
       // Validated: from here on, the request's operations all go in.
       if (r->extra) {
-        if (auto ec = r->extra(batch_)) {
+        sequence_nr known = 0;
+        if (!r->pid.empty())
+          if (auto it = ids_.find(r->pid); it != ids_.end()) known = it->second.highest;
+        if (auto ec = r->extra(batch_, known)) {
           r->done(ec);
           continue;
         }
@@ -254,13 +262,16 @@ private:
   /// What the writer knew of sequence numbers is read again: a write that
   /// failed may still be in the WAL (synced or not), and is then part of the
   /// journal. While the cause lasts (the disk still full) the attempt fails,
-  /// at most once per `retry_interval`; in between, writes fail as it did.
+  /// at most once per interval (from `retry_interval`, doubling after each
+  /// failed attempt up to `max_retry_interval`: each open writes to the
+  /// store's log and flushes what it recovered); in between, writes fail
+  /// as it did.
   std::error_code recover() {
     if (!failed_) return {};
     const auto now = std::chrono::steady_clock::now();
     // Throttled only while reopening keeps failing: a fresh failure (after
     // a reopen that worked) is recovered from at once.
-    if (last_error_ && now - last_attempt_ < retry_interval) return last_error_;
+    if (last_error_ && now - last_attempt_ < interval_) return last_error_;
     last_attempt_ = now;
     ids_.clear();
     // Not `DB::Resume()`: RocksDB 7.8 resumes without replacing a WAL whose
@@ -270,14 +281,16 @@ private:
     if (st.ok()) {
       failed_ = false;
       last_error_ = {};
+      interval_ = retry_interval;
       return {};
     }
+    interval_ = std::min(interval_ * 2, max_retry_interval);
     last_error_ = st.IsNoSpace() ? errc::storage_full : errc::storage_failure;
     failures_.set("the store stopped after a failed write, and reopening it failed: " + st.ToString());
     return last_error_;
   }
 
-  static constexpr std::chrono::milliseconds retry_interval{50};
+  static constexpr std::chrono::milliseconds retry_interval{50}, max_retry_interval{1000};
 
   void put_table(const table_write& w) {
     if (w.value)
@@ -336,6 +349,7 @@ private:
   bool failed_ = false;      // a write failed: recover() before the next
   std::chrono::steady_clock::time_point last_attempt_{};
   std::error_code last_error_;
+  std::chrono::milliseconds interval_ = retry_interval;
   std::vector<request*> order_;
   std::vector<accepted_request> accepted_;
   rocksdb::WriteBatch batch_;

@@ -36,7 +36,10 @@ namespace troupe::persistence::detail {
 ///   snapshots with the state's version; checksums seeded with the format.
 ///
 /// The version is in `meta/"format"` and in a file `troupe-format`; while
-/// `meta/"migrating"` exists, records of an older format may remain.
+/// `meta/"migrating"` exists, records of an older format may remain. A
+/// release that raises the version writes the file first: the file is
+/// never behind `meta`, and a store whose file says a newer version is
+/// refused before anything can be written.
 class rocksdb_format {
 public:
   /// The format this code writes; a store of a higher one is refused.
@@ -78,11 +81,14 @@ public:
     if (!mst.ok() && !mst.IsNotFound()) fail(mst, "cannot read its format version");
     const bool migrating = mst.ok();
     if (found < current || migrating) {
-      // The new version first (an older troupe then refuses the store
-      // rather than misread what is migrated), with the flag that says the
-      // migration is not done; the flag goes once every record is.
-      if (found < current) write_meta(db, meta, true);
+      // The new version first, in the file that every release reads before
+      // anything else (an older troupe then refuses the store untouched
+      // rather than misread what is migrated), then in `meta` with the flag
+      // that says the migration is not done; the flag goes once every
+      // record is. A crash between the two leaves the file ahead: the next
+      // open migrates.
       write_file();
+      if (found < current) write_meta(db, meta, true);
       migrate(db, journal, snapshots);
       rocksdb::WriteOptions wo;
       wo.sync = true;

@@ -61,12 +61,15 @@ private:
 /// refused), for the error or the salvage report.
 class store_logger final : public rocksdb::Logger {
 public:
-  /// Appends to `path`; a log over 16 MiB is moved to `path.old` first.
-  explicit store_logger(const std::string& path) : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL) {
+  /// Appends to `path`; a log over 4 MiB is moved to `path.old` first,
+  /// and while running, the log is started again (its older part moved to
+  /// `path.old`) whenever it reaches 4 MiB: a store that reopens itself
+  /// again and again on a full disk does not fill it with its own log.
+  explicit store_logger(const std::string& path) : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL), path_(path) {
     std::error_code ec;
-    if (std::filesystem::file_size(path, ec) > (16u << 20) && !ec)
-      std::filesystem::rename(path, path + ".old", ec);
+    if (std::filesystem::file_size(path, ec) > limit && !ec) std::filesystem::rename(path, path + ".old", ec);
     file_ = std::fopen(path.c_str(), "a");
+    if (file_) written_ = static_cast<std::size_t>(std::ftell(file_));
   }
   ~store_logger() override {
     if (file_) std::fclose(file_);
@@ -92,8 +95,16 @@ public:
     gmtime_r(&t, &tm);
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y/%m/%d-%H:%M:%S", &tm);
-    std::fprintf(file_, "%s %s\n", stamp, line.c_str()); // errors ignored: a full disk must not stop the store
+    const int w = std::fprintf(file_, "%s %s\n", stamp, line.c_str()); // errors ignored: a full disk must not stop the store
     std::fflush(file_);
+    if (w > 0) written_ += static_cast<std::size_t>(w);
+    if (written_ >= limit) { // start again; the older part replaces the last one
+      std::fclose(file_);
+      std::error_code ec;
+      std::filesystem::rename(path_, path_ + ".old", ec);
+      file_ = std::fopen(path_.c_str(), "w");
+      written_ = 0;
+    }
   }
 
   /// What RocksDB reported of damage while recovering (file, bytes dropped,
@@ -104,8 +115,11 @@ public:
   }
 
 private:
+  static constexpr std::size_t limit = 4u << 20;
+  const std::string path_;
   mutable std::mutex mutex_;
   std::FILE* file_ = nullptr;
+  std::size_t written_ = 0;
   std::vector<std::string> damage_;
 };
 

@@ -33,13 +33,20 @@
 namespace troupe::persistence::detail {
 
 /// One write found in a WAL file.
+/// One key a write puts or deletes.
+struct wal_key {
+  std::uint32_t cf = 0; // column family ID
+  std::string key;
+  bool put = false; // a value (not a deletion)
+};
+
 struct wal_write {
   std::uint64_t sequence = 0; // RocksDB's sequence number of its first key
   bool damaged = false;       // a checksum failed: its keys may be wrong
   bool readable = false;      // its batch decoded
   std::size_t bytes = 0;
-  /// (column family ID, key) of each put or delete.
-  std::vector<std::pair<std::uint32_t, std::string>> keys;
+  std::size_t offset = 0; // in its file
+  std::vector<wal_key> keys;
 };
 
 /// The keys of a `WriteBatch` representation (RocksDB's documented layout:
@@ -48,8 +55,7 @@ struct wal_write {
 /// varint32-length-prefixed key and value). troupe's own reader: RocksDB's
 /// `WriteBatch::Iterate` asserts (aborts the process, in a build with
 /// assertions) on a damaged batch. False if `rep` does not parse.
-inline bool batch_keys(std::string_view rep, std::uint64_t& sequence,
-                       std::vector<std::pair<std::uint32_t, std::string>>& keys) {
+inline bool batch_keys(std::string_view rep, std::uint64_t& sequence, std::vector<wal_key>& keys) {
   if (rep.size() < 12) return false;
   sequence = 0;
   for (int i = 7; i >= 0; --i) sequence = sequence << 8 | std::uint8_t(rep[static_cast<std::size_t>(i)]);
@@ -87,7 +93,7 @@ inline bool batch_keys(std::string_view rep, std::uint64_t& sequence,
       break;
     default: return false; // nothing troupe writes
     }
-    keys.emplace_back(cf, std::string(key));
+    keys.push_back({cf, std::string(key), tag == 0x1 || tag == 0x5});
     ++seen;
   }
   return seen == count;
@@ -133,8 +139,10 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
   std::string data;
   bool damaged = false, open = false;
   std::size_t unreadable = 0; // bytes skipped since the last write
+  std::size_t start = 0;      // where the write being gathered begins
   auto finish = [&] {
     wal_write w;
+    w.offset = start;
     w.damaged = damaged || unreadable > 0;
     w.bytes = data.size() + unreadable;
     w.readable = batch_keys(data, w.sequence, w.keys);
@@ -146,6 +154,7 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
   };
   auto skip_unreadable = [&](std::size_t from, std::size_t to) {
     if (open) finish(); // what was gathered of it is all there is
+    start = from;
     unreadable += to - from;
     damaged = true;
     open = true; // an unreadable stretch is a (damaged) write of its own
@@ -181,6 +190,7 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
     if (type == 1 || type == 2) {
       if (open) finish();
       open = true;
+      start = pos;
     }
     data.append(file, pos + header, length);
     damaged = damaged || !ok;
@@ -232,13 +242,15 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
     // A damaged write that still parses may name the wrong keys (a flipped
     // byte in one): count its keys as unknown too.
     if (w.damaged) out.unreadable_keys += w.keys.size();
-    for (auto& [cf, key] : w.keys) {
+    for (auto& [cf, key, put] : w.keys) {
       auto n = names.find(cf);
       const std::string name = n == names.end() ? "column family " + std::to_string(cf) : n->second;
       if (name == "journal" && key.size() > 10) {
         const auto prefix = key.substr(0, key.size() - 8);
         out.named.insert(prefix);
-        if (!lost) continue;
+        // Only a put is an event (a deletion's key, `delete_up_to`'s up to
+        // the largest number, is none).
+        if (!lost || !put) continue;
         const auto seq = seq_of_key(key);
         auto [it, fresh] = out.events.try_emplace(prefix, seq, seq);
         if (!fresh) {
@@ -252,6 +264,26 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
   }
   if (gap_open) out.unreadable_keys += out.unreadable_bytes; // at the end: bytes bound keys
   return out;
+}
+
+/// Damage inside the WAL file `path` that is not a crash's torn tail: a
+/// write that fails its checksum (or cannot be read) followed by an intact
+/// one. RocksDB takes a record whose length runs past its block for the
+/// end of what was written and recovers to the point before it, without a
+/// report: this finds what such a recovery would silently drop. Empty if
+/// none.
+inline std::string damage_before_end(const std::string& path) {
+  const auto writes = read_wal(path);
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    if (!writes[i].damaged) continue;
+    std::size_t intact = 0;
+    for (std::size_t j = i + 1; j < writes.size(); ++j)
+      if (!writes[j].damaged && writes[j].readable) ++intact;
+    if (intact == 0) return {}; // a torn tail: the crash's, never acknowledged
+    return path + ": a record at byte " + std::to_string(writes[i].offset) +
+           " fails its checksum or cannot be read, and is followed by " + std::to_string(intact) + " intact write(s)";
+  }
+  return {};
 }
 
 /// The persistence ID of a key prefix (`id_prefix`).
