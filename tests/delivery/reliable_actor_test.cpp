@@ -258,6 +258,17 @@ struct world {
   }
 };
 
+/// Stands in for a sender: keeps the acknowledgements sent to its name.
+struct ack_spy final : td::endpoint {
+  std::mutex m;
+  std::vector<td::acknowledgement> acks;
+  void receive(td::message) override {}
+  void acknowledge(td::acknowledgement a) override {
+    std::lock_guard g(m);
+    acks.push_back(std::move(a));
+  }
+};
+
 std::uint64_t seed_from_env() {
   if (const char* s = std::getenv("TROUPE_PROPERTY_SEED")) return std::strtoull(s, nullptr, 10);
   return std::random_device{}();
@@ -324,18 +335,9 @@ TEST_CASE("a duplicate is acknowledged with the stored reply and its handler doe
   w.net->heal();
 
   // Copies of processed deliveries, acknowledged to a spy.
-  struct spy final : td::endpoint {
-    std::mutex m;
-    std::vector<td::acknowledgement> acks;
-    void receive(td::message) override {}
-    void acknowledge(td::acknowledgement a) override {
-      std::lock_guard g(m);
-      acks.push_back(std::move(a));
-    }
-  };
   // Copies from the same sender (a delivery is its sender's ID): the spy
   // takes the sender's name, and its acknowledgements.
-  auto e = std::make_shared<spy>();
+  auto e = std::make_shared<ack_spy>();
   w.net->bind("sender", e);
   const auto before = w.stats(r).duplicates;
   for (long n = 1; n <= 10; ++n)
@@ -728,16 +730,7 @@ TEST_CASE("a delivery whose handler keeps failing is rejected after max_handler_
   w.boot();
   w.probes->handler_runs = 0;
   r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
-  struct spy final : td::endpoint {
-    std::mutex m;
-    std::vector<td::acknowledgement> acks;
-    void receive(td::message) override {}
-    void acknowledge(td::acknowledgement a) override {
-      std::lock_guard g(m);
-      acks.push_back(std::move(a));
-    }
-  };
-  auto e = std::make_shared<spy>();
+  auto e = std::make_shared<ack_spy>();
   w.net->bind("sender", e);
   REQUIRE(w.eventually([&] { // sent until the receiver has started and bound its name
     w.net->send(td::message{"receiver", "sender", td::delivery_id::of("sender", poison), "test.item", 1, "{\"n\":666}"});

@@ -113,6 +113,13 @@ std::error_code write_once_recovered(tp::rocksdb_store& s, const std::string& pi
   return ec;
 }
 
+/// What a salvage reported, a line each.
+std::string report_of(const tp::rocksdb_store& s) {
+  std::string out;
+  for (auto& line : s.salvaged()) out += line + "\n";
+  return out;
+}
+
 std::string u32_be(std::uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
 }
@@ -168,8 +175,7 @@ TEST_CASE("a flipped bit in a WAL record's length (RocksDB would take it for the
   tp::rocksdb_options o;
   o.salvage = true;
   tp::rocksdb_store s(dir.str(), o);
-  std::string report;
-  for (auto& line : s.salvaged()) report += line + "\n";
+  const auto report = report_of(s);
   INFO(report);
   CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
   CHECK(s.highest_sequence_nr("p") == 10);
@@ -192,8 +198,7 @@ TEST_CASE("salvage does not take a deletion of every event for events up to the 
   tp::rocksdb_options o;
   o.salvage = true;
   tp::rocksdb_store s(dir.str(), o);
-  std::string report;
-  for (auto& line : s.salvaged()) report += line + "\n";
+  const auto report = report_of(s);
   INFO(report);
   CHECK_THAT(report, !Catch::Contains("18446744073709551615"));
   CHECK(s.highest_sequence_nr("p") == 7);
@@ -466,8 +471,7 @@ TEST_CASE("salvage opens a store with a damaged WAL, names what it dropped, and 
     o.salvage = true;
     tp::rocksdb_store s(dir.str(), o);
     REQUIRE(!s.salvaged().empty());
-    std::string report;
-    for (auto& line : s.salvaged()) report += line + "\n";
+    const auto report = report_of(s);
     INFO(report);
     CHECK_THAT(report, Catch::Contains("checksum"));
     CHECK_THAT(report, Catch::Contains(" to 10 of p dropped"));
