@@ -498,3 +498,30 @@ TEST_CASE("an outcome is redelivered to an owner that is down past the sender's 
   REQUIRE(w.settled(s, "job:1", effect_status::completed));
   REQUIRE(w.eventually([&] { return !w.record("job:1"); })); // swept once confirmed
 }
+
+TEST_CASE("a dispatcher left alone after another stopped mid-attempt reads the record again: never a second execution "
+          "without asking") {
+  world w;
+  auto sc = w.new_script();
+  auto s = w.owner();
+  CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future))); // pending in the store, no dispatcher yet
+  sc->hold = true;
+  te::adapters a1, a2;
+  a1.add("task", bare{sc}, fast_retries());
+  a2.add("task", bare{sc}, fast_retries());
+  // Both load the record before either attempts it.
+  auto d1 = te::spawn_dispatcher(*w.sys, std::move(a1), fast_dispatcher("dispatcher-1"));
+  auto d2 = te::spawn_dispatcher(*w.sys, std::move(a2), fast_dispatcher("dispatcher-2"));
+  REQUIRE(w.eventually([&] { return sc->holding.load() == 1; }));
+  REQUIRE(w.record("job:1")->in_doubt); // written before the attempt ran
+  // The one running it stops; the other is left alone.
+  const bool first = test::get(d1.ask(te::effects_status{}, asio::use_future)).running == 1;
+  auto& running = first ? d1 : d2;
+  auto& other = first ? d2 : d1;
+  running.stop();
+  test::get(running.when_stopped(asio::use_future));
+  sc->hold = false;
+  REQUIRE(w.settled(s, "job:1", effect_status::unknown)); // the attempt may have run: an operator decides
+  CHECK(sc->execute_calls == 1);
+  CHECK(test::get(other.ask(te::effects_status{}, asio::use_future)).executed == 0);
+}

@@ -326,8 +326,11 @@ private:
       it = due_.erase(it);
       s.running = true;
       ++in_flight_;
-      asio::co_spawn(this->actor_context().get_executor(), detail::attempt(shared_, s.rec, shared_->held->shared()),
-                     asio::detached);
+      // The record is read again first, always: another dispatcher may
+      // have attempted it since this one read it (and marked it in doubt),
+      // also one that has stopped since — so whether others are running
+      // now says nothing.
+      asio::co_spawn(this->actor_context().get_executor(), detail::attempt(shared_, s.rec, true), asio::detached);
     }
   }
 

@@ -142,16 +142,23 @@ public:
     add(std::move(out));
   }
 
-  /// One delivery whose intent is durable (it was reserved).
+  /// One delivery whose intent is durable (it was reserved). Past its
+  /// horizon already (its write, or room for it, took that long): never
+  /// sent, a dead letter.
   void add_reserved(outgoing o) {
     std::optional<message> m;
+    bool late = false;
     {
       std::lock_guard g(mutex_);
       reserved_ -= std::min<std::size_t>(1, reserved_);
       if (closed_) return;
-      m = track(std::move(o), clock::now());
+      late = past_horizon(o, troupe::detail::now_ms());
+      if (!late) m = track(std::move(o), clock::now());
     }
-    if (m) net_->send(std::move(*m));
+    if (late)
+      bury(std::move(o), 0);
+    else if (m)
+      net_->send(std::move(*m));
   }
 
   /// One copy per sender and ID waits in the mailbox at most: while it
