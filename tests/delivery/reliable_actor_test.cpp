@@ -867,19 +867,3 @@ TEST_CASE("a receiver warns once about a sender whose horizon its transport does
   REQUIRE(said.size() == 1);
   CHECK(said[0].find("from elsewhere, whose redelivery horizon this transport does not know") != std::string::npos);
 }
-
-TEST_CASE("a delivery whose write completes past its horizon is a dead letter, never sent") {
-  world w;
-  auto o = fast_options();
-  o.redelivery.initial_backoff = 10ms;
-  o.redelivery.max_backoff = 10ms;
-  o.redelivery.max_attempts = 4; // horizon 40 ms
-  auto spy = std::make_shared<arrivals>();
-  w.net->bind("receiver", spy);
-  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
-  w.journal->delay_writes(100ms); // durable, and acknowledged late
-  test::get(s.ask(send_item{1}, asio::use_future));
-  w.journal->delay_writes(0ms);
-  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
-  CHECK(spy->count() == 0);
-}
