@@ -88,7 +88,6 @@ public:
     shared_->journal = this->storage_ptr();
     shared_->outbox = detail::outbox_table(this->storage());
     shared_->held = detail::claims::of(ctx.system());
-    shared_->held->join();
     auto self = ctx.self();
     shared_->notify = [self] { (void)self.tell(detail::results_ready{}); };
     shared_->kick = [self] { (void)self.tell(detail::tick{}); };
@@ -105,7 +104,6 @@ public:
       shared_->results.clear();
     }
     for (auto& id : mine) shared_->held->release(id);
-    shared_->held->leave();
   }
 
   /// Loads the outbox; in-doubt effects are resolved before anything else

@@ -29,25 +29,10 @@ public:
     std::lock_guard g(m_);
     held_.erase(id);
   }
-  void join() {
-    std::lock_guard g(m_);
-    ++dispatchers_;
-  }
-  void leave() {
-    std::lock_guard g(m_);
-    --dispatchers_;
-  }
-  /// More than one dispatcher: each re-reads a record after claiming it
-  /// (another may have finished it).
-  bool shared() {
-    std::lock_guard g(m_);
-    return dispatchers_ > 1;
-  }
 
 private:
   std::mutex m_;
   std::unordered_set<std::string> held_;
-  int dispatchers_ = 0;
 };
 
 } // namespace troupe::effects::detail
