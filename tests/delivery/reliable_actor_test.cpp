@@ -62,6 +62,7 @@ struct probe {
   std::vector<td::delivery_rejected> rejections;
   std::atomic<int> handler_runs{0};
   std::atomic<bool> fail_handler{false};
+  std::atomic<int> receivers_constructed{0}; // a restart constructs one more
 
   std::size_t confirmed_count() {
     std::lock_guard g(m);
@@ -92,6 +93,11 @@ struct send_two {
 /// senders may use too.
 struct send_order {
   long order;
+  long n;
+};
+/// `item{n}` under the ID `fixed:<n>`, to the receiver `to`.
+struct send_to {
+  std::string to;
   long n;
 };
 
@@ -138,6 +144,11 @@ public:
     co_await deliver(to_, id, msg, e);
   }
 
+  troupe::task<> handle(send_to m) {
+    item msg{m.n};
+    co_await deliver(m.to, td::delivery_id::of("fixed", m.n), msg);
+  }
+
   long handle(troupe::persistence::persistence_id) { return state().sent; }
 
   void handle(td::confirmed c) { probe_->record(probe_->confirmations, std::move(c)); }
@@ -159,6 +170,8 @@ struct taken_query {};
 
 /// The item every receiver's handler fails on, before it persists anything.
 constexpr long poison = 666;
+/// Items every receiver's handler fails on after it persisted.
+constexpr long poison_after_persist = 667, other_poison_after_persist = 668;
 
 class receiver : public td::reliable_actor<receiver, receiver_state> {
 public:
@@ -167,7 +180,9 @@ public:
 
   receiver(troupe::context<receiver> ctx, troupe::persistence_id id, std::shared_ptr<probe> p,
            td::delivery_options o = {})
-      : reliable_actor(ctx, std::move(id), o), probe_(std::move(p)) {}
+      : reliable_actor(ctx, std::move(id), o), probe_(std::move(p)) {
+    ++probe_->receivers_constructed;
+  }
 
   static void apply(receiver_state& s, const item_taken& e) {
     ++s.taken[e.id];
@@ -180,7 +195,8 @@ public:
     if (d.message.n == poison) throw std::runtime_error("cannot pick item " + std::to_string(poison));
     item_taken e{d.id.str(), d.message.n};
     co_await persist(e);
-    if (probe_->fail_handler.load()) throw std::runtime_error("handler failed on purpose");
+    if (probe_->fail_handler.load() || d.message.n == poison_after_persist || d.message.n == other_poison_after_persist)
+      throw std::runtime_error("handler failed on purpose");
     co_return d.message.n * 10;
   }
 
@@ -744,12 +760,12 @@ TEST_CASE("a delivery whose handler keeps failing is rejected after max_handler_
   CHECK(w.probes->handler_runs == 0);
 }
 
-TEST_CASE("handler failures are counted across restarts: with the defaults, a handler that fails after persisting is "
-          "rejected before its supervisor gives up") {
+TEST_CASE("a handler that fails after persisting is counted and its state recovered in place: rejected at "
+          "max_handler_failures, without a restart") {
   world w;
   auto o = fast_options();
   CHECK(o.max_handler_failures == 3);
-  w.probes->fail_handler = true; // fails after persisting: each failure restarts the receiver
+  w.probes->fail_handler = true; // fails after persisting: the instance's state holds unwritten events
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
   test::get(s.ask(send_item{7}, asio::use_future));
@@ -758,12 +774,88 @@ TEST_CASE("handler failures are counted across restarts: with the defaults, a ha
     return w.probes->rejections.size() == 1;
   }));
   CHECK(w.probes->handler_runs == 3);
-  CHECK(w.taken(r).total == 0); // nothing of the failed runs was written: the receiver lives on
-  CHECK(w.stats(r).poison_rejected == 0); // counted by the instance that rejected it, before its restart
+  CHECK(w.taken(r).total == 0); // nothing of the failed runs is in the state: recovered from the store
+  CHECK(w.stats(r).poison_rejected == 1);
+  CHECK(w.probes->receivers_constructed == 1);
   {
     std::lock_guard g(w.probes->m);
     CHECK(w.probes->rejections.front().reason.find("failed 3 time(s)") != std::string::npos);
   }
+  // The instance persists again.
+  w.probes->fail_handler = false;
+  test::get(s.ask(send_item{8}, asio::use_future));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  CHECK(w.taken(r).total == 8);
+}
+
+TEST_CASE("two poison deliveries that fail after persisting, under the default supervision: both rejected, the "
+          "receiver serves the others") {
+  world w;
+  auto o = fast_options();
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{poison_after_persist}, asio::use_future));
+  test::get(s.ask(send_item{other_poison_after_persist}, asio::use_future));
+  for (long n = 1; n <= 3; ++n) test::get(s.ask(send_item{n}, asio::use_future));
+  REQUIRE(w.eventually([&] {
+    std::lock_guard g(w.probes->m);
+    return w.probes->rejections.size() == 2 && w.probes->confirmations.size() == 3;
+  }));
+  CHECK(w.taken(r).total == 6);
+  CHECK(w.stats(r).poison_rejected == 2);
+  CHECK(w.stats(r).handler_failures == 6);
+}
+
+TEST_CASE("deliver refuses an ID still unconfirmed to another receiver, and takes it again for the same one") {
+  world w;
+  auto o = fast_options();
+  w.net->set_message_faults({.drop = 1}); // nothing arrives: the first stays unconfirmed
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_to{"warehouse-a", 1}, asio::use_future));
+  CHECK_THROWS_WITH(test::get(s.ask(send_to{"warehouse-b", 1}, asio::use_future)),
+                    Catch::Contains("fixed:1") && Catch::Contains("unconfirmed to warehouse-a") &&
+                        Catch::Contains(td::make_error_code(td::errc::id_in_use).message()));
+  test::get(s.ask(send_to{"warehouse-a", 1}, asio::use_future)); // the same delivery
+  CHECK(w.pending_in_store("sender") == 1);
+  CHECK(w.stats(s).unconfirmed == 1);
+  // The record is still the first one's, for its receiver.
+  const auto prefix = td::detail::key_prefix("sender") + 'p';
+  REQUIRE_FALSE(w.store->scan(w.store->open_table("deliveries"), prefix, [&](std::string_view k, std::string_view v) {
+    CHECK(td::detail::decode_outgoing(k.substr(prefix.size()), v).to == "warehouse-a");
+    return true;
+  }));
+}
+
+TEST_CASE("re-queues count from the delivery's first record: repeated ones stop before the receiver forgets it") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.max_attempts = 2;
+  o.redelivery.max_backoff = 10ms; // horizon 20 ms
+  o.dedup.retention = 150ms;
+  o.dedup.sweep_interval = 5ms;
+  w.net->set_ack_faults({.drop = 1}); // processed, never confirmed: a dead letter, again and again
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_item{1}, asio::use_future));
+  const auto first = std::chrono::steady_clock::now();
+  bool refused = false;
+  while (!refused && std::chrono::steady_clock::now() - first < 2s) {
+    REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
+    bool accepted = false;
+    try {
+      accepted = test::get(s.ask(td::requeue{td::delivery_id::of("sender", 1)}, asio::use_future));
+    } catch (const std::exception& ex) {
+      CHECK_THAT(ex.what(), Catch::Contains("first recorded"));
+      refused = true;
+      break;
+    }
+    CHECK(accepted);
+  }
+  CHECK(refused);
+  CHECK(std::chrono::steady_clock::now() - first < 2s);
+  // Every accepted re-queue was answered from the mark.
+  CHECK(w.probes->handler_runs == 1);
+  CHECK(w.taken(r).total == 1);
 }
 
 namespace {
@@ -866,4 +958,35 @@ TEST_CASE("a receiver warns once about a sender whose horizon its transport does
   std::lock_guard g(m);
   REQUIRE(said.size() == 1);
   CHECK(said[0].find("from elsewhere, whose redelivery horizon this transport does not know") != std::string::npos);
+}
+
+TEST_CASE("a delivery whose write completes past its horizon is a dead letter, never sent") {
+  world w;
+  auto o = fast_options();
+  o.redelivery.initial_backoff = 10ms;
+  o.redelivery.max_backoff = 10ms;
+  o.redelivery.max_attempts = 4; // horizon 40 ms
+  auto spy = std::make_shared<arrivals>();
+  w.net->bind("receiver", spy);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  w.journal->delay_writes(100ms); // durable, and acknowledged late
+  test::get(s.ask(send_item{1}, asio::use_future));
+  w.journal->delay_writes(0ms);
+  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
+  CHECK(spy->count() == 0);
+}
+
+TEST_CASE("the warnings about unknown senders are bounded: one per name up to a limit, then one that says so") {
+  world w;
+  std::vector<std::string> said;
+  std::mutex m;
+  w.net->on_warning([&](const std::string& s) {
+    std::lock_guard g(m);
+    said.push_back(s);
+  });
+  for (int i = 0; i < 3000; ++i) w.net->unknown_sender("elsewhere-" + std::to_string(i), "receiver");
+  w.net->unknown_sender("elsewhere-1", "receiver");
+  std::lock_guard g(m);
+  CHECK(said.size() == td::transport::max_warned_senders + 1);
+  CHECK(said.back().find("no further unknown senders are named") != std::string::npos);
 }

@@ -525,3 +525,78 @@ TEST_CASE("a dispatcher left alone after another stopped mid-attempt reads the r
   CHECK(sc->execute_calls == 1);
   CHECK(test::get(other.ask(te::effects_status{}, asio::use_future)).executed == 0);
 }
+
+TEST_CASE("an outcome is never rejected as poison: an owner whose on_effect keeps failing learns it once it stops "
+          "failing") {
+  world w;
+  auto sc = w.new_script();
+  te::adapters a;
+  a.add("task", queryable{sc}, fast_retries());
+  w.dispatcher(std::move(a));
+  auto s = w.owner();
+  w.probes->on_effect_failures = 5; // past max_handler_failures (3)
+  CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
+  REQUIRE(w.settled(s, "job:1", effect_status::completed));
+  CHECK(w.probes->on_effect_failures == 0);
+  std::lock_guard g(w.probes->m);
+  CHECK(w.probes->outcomes.size() == 1);
+}
+
+TEST_CASE("a dispatcher does not sweep a record whose outcome another dispatcher reported and its owner has not "
+          "confirmed") {
+  world w;
+  auto sc = w.new_script();
+  te::adapters a1;
+  a1.add("task", queryable{sc}, fast_retries());
+  auto o1 = fast_dispatcher("dispatcher-1");
+  o1.retention.completed = 24h;
+  auto d1 = w.dispatcher(std::move(a1), o1);
+  {
+    auto s = w.owner();
+    sc->hold = true;
+    CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
+    REQUIRE(w.eventually([&] { return sc->holding.load() == 1; }));
+    s.stop();
+    test::get(s.when_stopped(asio::use_future));
+  }
+  sc->hold = false; // completes while its owner is down
+  REQUIRE(w.eventually([&] { return w.record("job:1") && w.record("job:1")->status == effect_status::completed; }));
+  // A second dispatcher loads the completed record, with a short retention.
+  auto other = w.new_script();
+  te::adapters a2;
+  a2.add("task", queryable{other}, fast_retries());
+  auto o2 = fast_dispatcher("dispatcher-2");
+  o2.retention.completed = 1ms;
+  o2.retention.sweep_interval = 5ms;
+  auto d2 = w.dispatcher(std::move(a2), o2);
+  std::this_thread::sleep_for(200ms); // many of its sweeps
+  CHECK(w.record("job:1")); // the owner has not confirmed the outcome
+  CHECK(test::get(d2.ask(te::effects_status{}, asio::use_future)).removed == 0);
+  auto s = w.owner();
+  REQUIRE(w.settled(s, "job:1", effect_status::completed));
+  CHECK(other->execute_calls == 0);
+}
+
+TEST_CASE("an effect whose result is over the delivery limit reaches its owner without it, and the dispatcher goes on") {
+  world w;
+  auto sc = w.new_script();
+  sc->otherwise = te::outcome::completed(std::string(4000, 'x'));
+  te::adapters a;
+  a.add("task", queryable{sc}, fast_retries());
+  auto o = fast_dispatcher();
+  o.delivery.max_message_bytes = 1000;
+  w.dispatcher(std::move(a), o);
+  auto s = w.owner();
+  CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
+  REQUIRE(w.settled(s, "job:1", effect_status::completed));
+  auto e = *w.effects(s).find("job:1");
+  CHECK(e.result.empty());
+  CHECK(e.reason.find("result of 4002 bytes") != std::string::npos); // its JSON text
+  CHECK(e.reason.find("max_message_bytes") != std::string::npos);
+  CHECK(w.record("job:1")->result.size() == 4002); // kept in the outbox record
+  sc->otherwise = te::outcome::completed(std::string("small"));
+  CHECK(test::get(s.ask(start_task{"job:2"}, asio::use_future)));
+  REQUIRE(w.settled(s, "job:2", effect_status::completed));
+  CHECK(w.effects(s).find("job:2")->result == "\"small\"");
+  CHECK(sc->execute_calls == 2);
+}

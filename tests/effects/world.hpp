@@ -42,6 +42,7 @@ struct probe {
   std::vector<te::effect> outcomes;        // as the owners saw them (on_effect)
   std::vector<te::effect_info> thresholds; // threshold callbacks
   std::vector<std::string> calls;          // adapter calls, in order: "execute:ID", "query:ID"
+  std::atomic<int> on_effect_failures{0};  // the owners' on_effect throws this many more times
 
   template <class T>
   void record(std::vector<T>& into, T what) {
@@ -266,6 +267,10 @@ public:
 
   /// The workflow goes on from an outcome, in the same unit of work.
   troupe::task<> on_effect(const te::effect& e) {
+    if (probe_->on_effect_failures.load() > 0) {
+      --probe_->on_effect_failures;
+      throw std::runtime_error("on_effect failed on purpose");
+    }
     probe_->record(probe_->outcomes, e);
     if (chain_ && e.type == "payment" && e.status == effect_status::completed) {
       const long order = std::stol(e.id.substr(6));

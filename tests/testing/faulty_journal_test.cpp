@@ -73,3 +73,20 @@ TEST_CASE("tables and later writes pass through to the wrapped journal") {
   REQUIRE_FALSE(f.store->get(t, "k", v));
   CHECK(v == "v");
 }
+
+TEST_CASE("a delayed write's completion may drop the journal's last reference, on the journal's timer thread") {
+  for (int round = 0; round < 20; ++round) {
+    auto store = std::make_shared<tp::memory_store>();
+    auto j = std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    j->delay_writes(1ms);
+    std::promise<std::thread::id> done;
+    auto fut = done.get_future();
+    // The completion holds the journal, as an actor's callback may: the
+    // caller lets go first, so the journal goes with the completion.
+    j->write("p", {{1, "m", 1, "x"}}, {},
+             [keep = j, &done](std::error_code) mutable { done.set_value(std::this_thread::get_id()); });
+    j.reset();
+    CHECK(test::get(std::move(fut)) != std::this_thread::get_id());
+    CHECK(store->highest_sequence_nr("p") == 1);
+  }
+}

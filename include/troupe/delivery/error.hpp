@@ -32,6 +32,10 @@ enum class errc {
   /// A re-queue of a dead letter the receiver may have forgotten (see
   /// `requeue`); nothing changed. (`std::errc::operation_not_permitted`)
   requeue_refused,
+  /// A delivery under an ID the sender has unconfirmed to another receiver
+  /// (an ID names one delivery of its sender); nothing was recorded.
+  /// (`std::errc::file_exists`)
+  id_in_use,
 };
 
 namespace detail {
@@ -44,6 +48,7 @@ struct errors {
     case errc::corrupt_record: return "unreadable delivery record";
     case errc::message_too_large: return "message larger than the delivery limit";
     case errc::requeue_refused: return "re-queue refused: the receiver may have forgotten the delivery";
+    case errc::id_in_use: return "delivery ID unconfirmed to another receiver";
     }
     return {};
   }
@@ -53,6 +58,7 @@ struct errors {
     case errc::corrupt_record: return std::errc::bad_message;
     case errc::message_too_large: return std::errc::message_size;
     case errc::requeue_refused: return std::errc::operation_not_permitted;
+    case errc::id_in_use: return std::errc::file_exists;
     default: return std::nullopt;
     }
   }

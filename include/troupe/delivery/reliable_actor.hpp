@@ -66,9 +66,11 @@ struct sweep_tick {};
 /// with the dedup mark (and the reply, and the deliveries it made); the
 /// acknowledgement goes out once that write is durable. A duplicate is
 /// acknowledged again with the stored reply; the handler does not run. If
-/// the handler throws, nothing of it is written and nothing acknowledged
-/// (the sender redelivers; an instance whose state already holds the
-/// unwritten events refuses further persists and must restart).
+/// the handler throws, nothing of it is written and nothing acknowledged:
+/// the failure is counted durably, the sender redelivers, and at
+/// `max_handler_failures` the delivery is rejected (`delivery_rejected`); an
+/// instance whose state holds the failed batch's events recovers its state
+/// from the store in place, and goes on.
 ///
 /// Inside a delivery handler, tell other actors nothing that depends on the
 /// batch's events (they are not durable until it returns); deliver instead.
@@ -183,10 +185,15 @@ public:
     if (!value) co_return false;
     auto o = detail::decode_outgoing(r.id.str(), *value);
     refuse_late_requeue(o, r.force);
-    // A fresh horizon from now: the check above made sure that the
-    // receiver's mark, if it processed the delivery, outlives it.
+    if (auto holder = tracker_->holder(o.id))
+      throw error(errc::id_in_use, "re-queue of " + o.id + " from " + this->pid() + " to " + o.to +
+                                       " refused: a delivery under that ID is unconfirmed to " + *holder);
+    // A fresh horizon from now; the first record time stays (the check
+    // above made sure that the receiver's mark, if it processed the
+    // delivery, outlives the new horizon).
     o.created_ms = troupe::detail::now_ms();
     if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
+    tracker_->claim(o.id, o.to);
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::erase(tables_.deliveries, key));
     tables.push_back(
@@ -194,7 +201,7 @@ public:
     try {
       co_await this->persist_all_with(std::move(tables));
     } catch (...) {
-      tracker_->unreserve(1);
+      tracker_->unclaim(o.id);
       throw;
     }
     tracker_->add_reserved(std::move(o));
@@ -220,8 +227,11 @@ protected:
   /// one) it joins the batch and is sent after its write. Throws as
   /// `persist` does, and `errc::backlog_full` when the sender already has
   /// `max_unconfirmed` deliveries outstanding (unless `wait_when_full`: then
-  /// it waits for room). A second delivery under an ID still unconfirmed is
-  /// the same delivery (sent once).
+  /// it waits for room). A second delivery under an ID still unconfirmed to
+  /// the same receiver is the same delivery (sent once, as first recorded;
+  /// only its cause is written); to another receiver it is refused with
+  /// `errc::id_in_use`, nothing written (an ID names one delivery of its
+  /// sender).
   template <message_type M, persistence::event... E>
   task<> deliver(std::string to, delivery_id id, M msg, E... cause) {
     if (to.empty())
@@ -242,24 +252,42 @@ protected:
                                                std::to_string(o.payload.size()) + " bytes; the limit is " +
                                                std::to_string(options_.max_message_bytes) +
                                                " (delivery_options::max_message_bytes)");
-    o.created_ms = troupe::detail::now_ms();
+    o.created_ms = o.first_ms = troupe::detail::now_ms();
+    if (refuse_held_id(o)) {
+      // The same delivery, unconfirmed: it stays as first recorded (sent
+      // once); only its cause is written.
+      if constexpr (sizeof...(E) > 0) co_await this->persist_all_with({}, std::move(cause)...);
+      co_return;
+    }
     if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
+    tracker_->claim(o.id, o.to);
     std::vector<persistence::table_write> tables;
     tables.push_back(
         persistence::table_write::put(tables_.deliveries, tracker_->pending_key(o.id), detail::encode_outgoing(o)));
     try {
       co_await this->persist_all_with(std::move(tables), std::move(cause)...);
     } catch (...) {
-      tracker_->unreserve(1);
+      tracker_->unclaim(o.id);
       throw;
     }
     // Sent once durable: now, or after the batch's write (the actor
     // outlives its batch).
+    auto claimed = o.id;
     this->after_commit([this, o = std::move(o)]() mutable { tracker_->add_reserved(std::move(o)); },
-                       [this] { tracker_->unreserve(1); });
+                       [this, claimed = std::move(claimed)] { tracker_->unclaim(claimed); });
   }
 
   const delivery_options& delivery_settings() const noexcept { return options_; }
+
+  /// On the journal's thread (`storage().async_run`): whether the delivery
+  /// `id` of the reliable actor `sender` (this one or another on the same
+  /// store) is recorded as unconfirmed in the store.
+  bool recorded_unconfirmed(const std::string& sender, const delivery_id& id) {
+    std::optional<std::string> v;
+    if (auto ec = this->storage().get(tables_.deliveries, detail::key(detail::key_prefix(sender), 'p', id.str()), v))
+      throw error(ec, "reading the delivery " + id.str() + " of " + sender);
+    return v.has_value();
+  }
 
   /// Whether a delivery this actor made under `id` is recorded and not yet
   /// confirmed (nor rejected, nor given up).
@@ -293,7 +321,8 @@ private:
     const auto retention = net_->retention_of(o.to);
     const auto horizon = options_.redelivery.horizon();
     if (retention && *retention == std::chrono::milliseconds::max()) return;
-    const auto age = std::chrono::milliseconds(std::max<std::int64_t>(0, troupe::detail::now_ms() - o.created_ms));
+    const auto age =
+        std::chrono::milliseconds(std::max<std::int64_t>(0, troupe::detail::now_ms() - o.first_recorded_ms()));
     if (retention && horizon != std::chrono::milliseconds::max() && age + horizon <= *retention) return;
     const auto show = [](std::chrono::milliseconds d) {
       return d == std::chrono::milliseconds::max() ? std::string("unlimited") : std::to_string(d.count()) + " ms";
@@ -305,6 +334,18 @@ private:
                                : o.to + "'s dedup retention is not known to this transport") +
                     ": it may have forgotten the delivery and would process it again (requeue{id, .force = true} "
                     "accepts that)");
+  }
+
+  /// Whether a delivery under `o`'s ID is unconfirmed (or being recorded)
+  /// to `o`'s receiver: then `o` is that delivery. Throws `id_in_use` if it
+  /// is to another receiver (an ID names one delivery of its sender).
+  bool refuse_held_id(const detail::outgoing& o) const {
+    auto holder = tracker_->holder(o.id);
+    if (!holder) return false;
+    if (*holder == o.to) return true;
+    throw error(errc::id_in_use, "deliver " + o.id + " from " + this->pid() + " to " + o.to +
+                                     ": a delivery under that ID is unconfirmed to " + *holder +
+                                     " (an ID names one delivery of its sender)");
   }
 
   [[noreturn]] void refuse(const char* why) const {
@@ -441,10 +482,10 @@ private:
 
   /// The handler failed on `m` (its batch aborted): the failure is counted
   /// durably under the delivery's mark key; at `max_handler_failures` the
-  /// delivery is rejected (durably, and the sender told). The instance goes
-  /// on serving others unless the failed batch left unwritten events in its
-  /// state: then the failure is rethrown (the actor must restart and
-  /// recover, as its supervisor decides), after it was counted.
+  /// delivery is rejected (durably, and the sender told) — never one of the
+  /// library's own (`troupe.*`). The instance goes on serving others; if the
+  /// failed batch left unwritten events in its state, the state is
+  /// recovered from the store first (in place: no restart).
   task<> handler_failed(const message& m, const std::string& key, std::exception_ptr failure) {
     ++handler_failures_;
     std::string reason;
@@ -461,9 +502,12 @@ private:
     mk.time_ms = troupe::detail::now_ms();
     mk.failures = (known ? known->failures : 0) + 1;
     mk.reason = "handler of " + m.manifest + " failed " + std::to_string(mk.failures) + " time(s); last: " + reason;
+    // The library's own deliveries (effect outcomes) are never rejected:
+    // the owner must learn them; they are redelivered until it can.
     const auto limit = options_.max_handler_failures;
-    mk.what = limit != 0 && mk.failures >= limit ? detail::dedup_marks::mark::state::rejected
-                                                 : detail::dedup_marks::mark::state::failing;
+    const bool own = std::string_view(m.manifest).starts_with("troupe.");
+    mk.what = !own && limit != 0 && mk.failures >= limit ? detail::dedup_marks::mark::state::rejected
+                                                         : detail::dedup_marks::mark::state::failing;
     const bool rejected = mk.what == detail::dedup_marks::mark::state::rejected;
     // Table-only, past the actor's own persist (which refuses after a
     // batch whose events were not written).
@@ -480,7 +524,21 @@ private:
       }
       marks_.add(key, std::move(mk));
     }
-    if (this->persisting_refused()) std::rethrow_exception(failure);
+    if (!this->persisting_refused()) co_return;
+    // The failed batch's events are in the state, not in the store: the
+    // state is recovered again from the store, in place. A restart would do
+    // that too, but each would count against the supervisor's budget (two
+    // such deliveries would stop the receiver under the defaults). Only if
+    // the failure was not counted, or the recovery fails, is the failure
+    // the supervisor's.
+    if (ec) std::rethrow_exception(failure);
+    bool recovered = true;
+    try {
+      co_await this->recover_in_place();
+    } catch (...) {
+      recovered = false;
+    }
+    if (!recovered) std::rethrow_exception(failure);
   }
 
   /// Reserves room for `n` deliveries once the tracker has it (the caller

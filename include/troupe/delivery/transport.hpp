@@ -134,12 +134,29 @@ public:
     warning_ = std::move(f);
   }
 
+  /// The most sender names `unknown_sender` warns about (and remembers).
+  static constexpr std::size_t max_warned_senders = 1024;
+
   /// Warns once per sender name not admitted here (see `knows`).
   void unknown_sender(const std::string& sender, const std::string& receiver) {
+    bool last = false;
     {
       std::lock_guard g(policies_mutex_);
-      if (horizons_.contains(sender) || !warned_.insert(sender).second) return;
+      if (horizons_.contains(sender) || warned_.contains(sender) || warned_enough_) return;
+      // Past the limit, the names are forgotten: one last warning says so.
+      last = warned_.size() == max_warned_senders;
+      if (last) {
+        warned_enough_ = true;
+        warned_ = {};
+      } else {
+        warned_.insert(sender);
+      }
     }
+    if (last)
+      return warn("reliable actor " + receiver + " received a delivery from " + sender + ", after " +
+                  std::to_string(max_warned_senders) +
+                  " other senders whose redelivery horizon this transport does not know: no further unknown senders "
+                  "are named");
     warn("reliable actor " + receiver + " received a delivery from " + sender +
          ", whose redelivery horizon this transport does not know: the dedup retention of " + receiver +
          " cannot be checked against it (a copy sent after the retention would be processed again)");
@@ -162,6 +179,7 @@ private:
   std::unordered_map<std::string, std::chrono::milliseconds> horizons_;
   std::unordered_map<std::string, std::chrono::milliseconds> retentions_;
   std::unordered_set<std::string> warned_;
+  bool warned_enough_ = false; // max_warned_senders were named: no more
   std::function<void(const std::string&)> warning_;
 };
 

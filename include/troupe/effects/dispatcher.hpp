@@ -172,6 +172,7 @@ public:
         plans.push_back(detail::decide(r, adapter_of(r.rec.info.type), now));
         auto& p = plans.back();
         if (!p.write) continue;
+        if (p.update) p.rec.reporter = this->pid();
         tables.push_back(
             persistence::table_write::put(shared_->outbox, detail::outbox_key(p.rec.info.id), detail::encode(p.rec)));
         if (p.update) co_await report(p.rec.info.owner, *p.update);
@@ -191,25 +192,50 @@ public:
     kick();
   }
 
+  /// Removes the finished records whose time has come — not before their
+  /// owner confirmed their outcome: the delivery that reported it is asked
+  /// of its sender, this dispatcher's tracker, or the store for another's.
   task<> handle(detail::sweep) {
     const auto now = troupe::detail::now_ms();
-    std::vector<persistence::table_write> tables;
-    while (!expiry_.empty() && expiry_.begin()->first <= now && tables.size() < options_.retention.sweep_batch) {
-      auto [at, due] = *expiry_.begin();
+    std::vector<expiring> due;
+    while (!expiry_.empty() && expiry_.begin()->first <= now && due.size() < options_.retention.sweep_batch) {
+      auto e = std::move(expiry_.begin()->second);
       expiry_.erase(expiry_.begin());
-      auto& [id, outcome] = due;
-      if (open_.contains(id)) continue; // re-queued since
-      if (this->unconfirmed(outcome)) {
+      if (open_.contains(e.id)) continue; // re-queued since
+      due.push_back(std::move(e));
+    }
+    if (due.empty()) co_return;
+    // Reported by another dispatcher (or by one before a restart): whether
+    // that delivery is still recorded, in the store.
+    std::vector<bool> unconfirmed(due.size(), false);
+    bool foreign = false;
+    for (std::size_t i = 0; i < due.size(); ++i) {
+      if (due[i].reporter.empty() || due[i].reporter == this->pid())
+        unconfirmed[i] = this->unconfirmed(due[i].outcome);
+      else
+        foreign = true;
+    }
+    if (foreign)
+      co_await this->storage().async_run([&] {
+        for (std::size_t i = 0; i < due.size(); ++i)
+          if (!due[i].reporter.empty() && due[i].reporter != this->pid())
+            unconfirmed[i] = this->recorded_unconfirmed(due[i].reporter, due[i].outcome);
+      });
+    std::vector<persistence::table_write> tables;
+    for (std::size_t i = 0; i < due.size(); ++i) {
+      auto& e = due[i];
+      if (open_.contains(e.id)) continue;
+      if (unconfirmed[i]) {
         // Its owner has not confirmed the outcome yet: the record stays
         // until it has (the delivery is never given up).
-        expiry_.emplace(now + options_.retention.sweep_interval.count(), std::move(due));
+        expiry_.emplace(now + options_.retention.sweep_interval.count(), std::move(e));
         continue;
       }
-      if (auto it = stuck_.find(id); it != stuck_.end()) {
+      if (auto it = stuck_.find(e.id); it != stuck_.end()) {
         if (it->second.info.status != effect_status::failed) continue; // unknown: kept for an operator
         stuck_.erase(it);
       }
-      tables.push_back(persistence::table_write::erase(shared_->outbox, detail::outbox_key(id)));
+      tables.push_back(persistence::table_write::erase(shared_->outbox, detail::outbox_key(e.id)));
     }
     if (tables.empty()) co_return;
     const auto n = tables.size();
@@ -292,11 +318,19 @@ private:
     open_[id] = slot{std::move(r), false};
   }
 
+  /// A finished record, due for removal: its ID, and the delivery that
+  /// reported its outcome (by `reporter`).
+  struct expiring {
+    std::string id;
+    delivery::delivery_id outcome;
+    std::string reporter;
+  };
+
   void expire_later(const detail::record& r) {
     const auto keep =
         r.info.status == effect_status::completed ? options_.retention.completed : options_.retention.failed;
     const auto at = keep == std::chrono::milliseconds::max() ? INT64_MAX : r.info.finished_ms + keep.count();
-    expiry_.emplace(at, std::pair{r.info.id, outcome_id(r.info.id, r.info.round, r.info.status)});
+    expiry_.emplace(at, expiring{r.info.id, outcome_id(r.info.id, r.info.round, r.info.status), r.reporter});
   }
 
   /// The ID of the delivery that tells an effect's owner its state.
@@ -332,15 +366,28 @@ private:
     }
   }
 
-  /// Delivers `u` to the owner; joins the open batch.
+  /// Delivers `u` to the owner; joins the open batch. A result or reason
+  /// too large for a delivery (`max_message_bytes`) is left out of it,
+  /// with a reason that says so (the outbox record keeps them): the owner
+  /// still learns the status.
   task<> report(const std::string& owner, const effect_updated& u) {
     auto id = outcome_id(u.id, u.round, u.status);
     effect_update m{u};
+    const auto limit = this->delivery_settings().max_message_bytes;
+    // Far below the limit, no need to measure (JSON adds little but escapes).
+    if (u.result.size() + u.reason.size() + 512 > limit / 2 && persistence::to_json_text(m).size() > limit) {
+      m.change.result.clear();
+      m.change.reason = "the result of " + std::to_string(u.result.size()) + " bytes and reason of " +
+                        std::to_string(u.reason.size()) + " bytes were left out of this outcome: over " +
+                        "delivery_options::max_message_bytes (" + std::to_string(limit) +
+                        "); the outbox record of dispatcher " + this->pid() + " keeps them";
+    }
     co_await this->deliver(owner, std::move(id), std::move(m));
   }
 
   /// Writes `r` and reports its state to its owner, atomically.
-  task<> write_with_update(const detail::record& r) {
+  task<> write_with_update(detail::record& r) {
+    r.reporter = this->pid();
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::put(shared_->outbox, detail::outbox_key(r.info.id), detail::encode(r)));
     this->begin_batch();
@@ -397,8 +444,7 @@ private:
   std::set<std::pair<std::int64_t, std::string>> due_; // pending, not running, by due time
   std::unordered_set<std::string> first_;              // in doubt at start: resolved first
   std::map<std::string, detail::record> stuck_;        // failed and unknown
-  // Completed and failed, by removal time: the ID, and its outcome's delivery.
-  std::multimap<std::int64_t, std::pair<std::string, delivery::delivery_id>> expiry_;
+  std::multimap<std::int64_t, expiring> expiry_; // completed and failed, by removal time
   std::size_t in_flight_ = 0;
   dispatcher_stats stats_;
 };

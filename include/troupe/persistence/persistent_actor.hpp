@@ -279,6 +279,18 @@ protected:
     recovered_snapshot_ = r.snapshot;
   }
 
+  /// Recovers the state again from the store, in the running instance (no
+  /// restart): for a layer above whose batch failed after persisting, so
+  /// that the instance holds only durable events and persists again. Its
+  /// other members are kept; `on_recovery_completed` is not called again.
+  /// Outside a batch only.
+  task<> recover_in_place() {
+    if (batch_)
+      throw error(troupe::errc::invalid_argument, "persistent actor " + id_ + ": recovery with a batch open");
+    co_await recover_state();
+    failed_ = false;
+  }
+
   /// Calls `Derived::on_recovery_completed()` if there is one (a plain
   /// function or a coroutine, which is awaited).
   task<> recovery_completed() {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <thread>
 
 namespace troupe::testing {
 
@@ -73,13 +74,16 @@ public:
     if (take(rejected_writes_)) return done(persistence::errc::write_rejected);
     const auto delay = std::chrono::milliseconds(delay_ms_.load());
     if (delay.count() == 0) return inner_->write(std::move(pid), std::move(events), std::move(tables), std::move(done));
+    // The delayed completion holds the timer thread (not this journal):
+    // `done` may drop the last reference to this journal, on that thread.
     inner_->write(std::move(pid), std::move(events), std::move(tables),
-                  [this, delay, done = std::move(done)](std::error_code ec) mutable {
-                    timers_.post([this, delay, ec, done = std::move(done)]() mutable {
-                      auto t = std::make_unique<asio::steady_timer>(timers_.pool(), delay);
+                  [timers = timers_, delay, done = std::move(done)](std::error_code ec) mutable {
+                    auto* pool = &timers->pool();
+                    timers->post([timers = std::move(timers), pool, delay, ec, done = std::move(done)]() mutable {
+                      auto t = std::make_unique<asio::steady_timer>(*pool, delay);
                       auto& timer = *t;
-                      timer.async_wait(
-                          [t = std::move(t), ec, done = std::move(done)](std::error_code) mutable { done(ec); });
+                      timer.async_wait([t = std::move(t), timers = std::move(timers), ec,
+                                        done = std::move(done)](std::error_code) mutable { done(ec); });
                     });
                   });
   }
@@ -137,7 +141,19 @@ private:
   std::atomic<int> failing_replays_{0};
   std::atomic<int> failing_loads_{0};
   std::atomic<std::int64_t> delay_ms_{0};
-  persistence::blocking_thread timers_{"troupe-faulty"};
+  /// The timer thread, shared with the delayed completions under way. The
+  /// last of them may end on the thread itself: then it is joined from a
+  /// thread of its own.
+  static std::shared_ptr<persistence::blocking_thread> make_timers() {
+    return {new persistence::blocking_thread("troupe-faulty"), [](persistence::blocking_thread* t) {
+              if (t->pool().get_executor().running_in_this_thread())
+                std::thread([t] { delete t; }).detach();
+              else
+                delete t;
+            }};
+  }
+
+  std::shared_ptr<persistence::blocking_thread> timers_ = make_timers();
 };
 
 } // namespace troupe::testing

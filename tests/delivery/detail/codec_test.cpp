@@ -24,11 +24,37 @@ TEST_CASE("a pending delivery and a dead letter read back as written") {
   CHECK(back.version == 2);
   CHECK(back.payload == o.payload);
   CHECK(back.created_ms == 1234);
+  CHECK(back.first_ms == 1234); // not re-queued: first recorded when created
   CHECK(attempts == 0);
   CHECK(dead == 0);
   d::decode_outgoing(o.id, d::encode_outgoing(o, 7, 99), &attempts, &dead);
   CHECK(attempts == 7);
   CHECK(dead == 99);
+}
+
+TEST_CASE("a re-queued delivery keeps its first record time; one of the first layout has its created time") {
+  d::outgoing o{"warehouse", "order:1:picklist", "shop.picklist", 1, "{}", 5000, 1000};
+  auto back = d::decode_outgoing(o.id, d::encode_outgoing(o));
+  CHECK(back.created_ms == 5000);
+  CHECK(back.first_recorded_ms() == 1000);
+  // Format 1: format · to · manifest · version · created · attempts · dead · payload.
+  std::string v1(1, d::value_format);
+  troupe::detail::put_u32(v1, 9);
+  v1 += "warehouse";
+  troupe::detail::put_u32(v1, 13);
+  v1 += "shop.picklist";
+  troupe::detail::put_u32(v1, 1);
+  troupe::detail::put_u64(v1, 777);
+  troupe::detail::put_u32(v1, 4);
+  troupe::detail::put_u64(v1, 0);
+  v1 += "{}";
+  std::uint32_t attempts = 0;
+  back = d::decode_outgoing("id", v1, &attempts);
+  CHECK(back.to == "warehouse");
+  CHECK(back.created_ms == 777);
+  CHECK(back.first_recorded_ms() == 777);
+  CHECK(attempts == 4);
+  CHECK(back.payload == "{}");
 }
 
 TEST_CASE("a dedup mark keeps its time and its reply, or its having none") {
@@ -65,7 +91,7 @@ TEST_CASE("a mark is keyed by its sender and its ID, which never run into each o
 TEST_CASE("a truncated or foreign value is corrupt_record") {
   d::outgoing o{"w", "id", "m", 1, "{}", 1};
   auto v = d::encode_outgoing(o);
-  for (auto bad : {v.substr(0, 10), std::string("\x02") + v.substr(1), std::string()}) {
+  for (auto bad : {v.substr(0, 10), std::string("\x03") + v.substr(1), std::string()}) {
     CHECK_THROWS_MATCHES(d::decode_outgoing("id", bad), troupe::error, Catch::Predicate<troupe::error>([](auto& e) {
                            return e.code() == troupe::delivery::errc::corrupt_record;
                          }));

@@ -76,25 +76,36 @@ struct outgoing {
   std::string manifest;
   std::uint32_t version = 1;
   std::string payload;
+  /// When its horizon started: its record, or its last re-queue.
   std::int64_t created_ms = 0;
+  /// When it was first recorded (a re-queue keeps it): what the receiver's
+  /// dedup retention is counted against. 0: `created_ms`.
+  std::int64_t first_ms = 0;
+
+  std::int64_t first_recorded_ms() const noexcept { return first_ms != 0 ? first_ms : created_ms; }
 };
 
+/// The format byte of dedup marks, and of the first layout of delivery values.
 inline constexpr char value_format = 1;
+/// The format byte of delivery values, since they keep the first record time.
+inline constexpr char outgoing_format = 2;
 
-/// A pending delivery (`dead_ms` 0) or a dead letter: format · u32 length ·
-/// receiver · u32 length · manifest · u32 version · i64 created · u32
-/// attempts · i64 given up · payload.
+/// A pending delivery (`dead_ms` 0) or a dead letter: format (2) · u32
+/// length · receiver · u32 length · manifest · u32 version · i64 created ·
+/// i64 first recorded · u32 attempts · i64 given up · payload. (Format 1
+/// has no first record time: it is the created time.)
 inline std::string encode_outgoing(const outgoing& o, std::uint32_t attempts = 0, std::int64_t dead_ms = 0) {
   using namespace troupe::detail;
   std::string v;
-  v.reserve(1 + 4 + o.to.size() + 4 + o.manifest.size() + 4 + 8 + 4 + 8 + o.payload.size());
-  v.push_back(value_format);
+  v.reserve(1 + 4 + o.to.size() + 4 + o.manifest.size() + 4 + 8 + 8 + 4 + 8 + o.payload.size());
+  v.push_back(outgoing_format);
   put_u32(v, static_cast<std::uint32_t>(o.to.size()));
   v += o.to;
   put_u32(v, static_cast<std::uint32_t>(o.manifest.size()));
   v += o.manifest;
   put_u32(v, o.version);
   put_u64(v, static_cast<std::uint64_t>(o.created_ms));
+  put_u64(v, static_cast<std::uint64_t>(o.first_recorded_ms()));
   put_u32(v, attempts);
   put_u64(v, static_cast<std::uint64_t>(dead_ms));
   v += o.payload;
@@ -110,13 +121,15 @@ inline outgoing decode_outgoing(std::string_view id, std::string_view v, std::ui
                                 std::int64_t* dead_ms = nullptr) {
   troupe::detail::byte_reader in(v);
   try {
-    if (in.take(1)[0] != value_format) throw bad_value("delivery");
+    const char format = in.take(1)[0];
+    if (format != value_format && format != outgoing_format) throw bad_value("delivery");
     outgoing o;
     o.id = id;
     o.to = in.take(in.be(4));
     o.manifest = in.take(in.be(4));
     o.version = static_cast<std::uint32_t>(in.be(4));
     o.created_ms = static_cast<std::int64_t>(in.be(8));
+    o.first_ms = format == outgoing_format ? static_cast<std::int64_t>(in.be(8)) : o.created_ms;
     const auto a = static_cast<std::uint32_t>(in.be(4));
     const auto d = static_cast<std::int64_t>(in.be(8));
     o.payload = in.rest();

@@ -132,14 +132,29 @@ public:
         token);
   }
 
-  /// Deliveries whose intent is durable (they were reserved): tracked and
-  /// sent now.
-  void add_reserved(std::vector<outgoing> out) {
+  /// The receiver of the delivery `id` while it is unconfirmed, or being
+  /// recorded (`claim`); none if the ID is free.
+  std::optional<std::string> holder(const std::string& id) const {
+    std::lock_guard g(mutex_);
+    if (auto it = pending_.find(id); it != pending_.end()) return it->second.out.to;
+    if (auto it = claimed_.find(id); it != claimed_.end()) return it->second;
+    return std::nullopt;
+  }
+
+  /// `id` is being recorded for `to` (room was reserved for it): held until
+  /// `add_reserved` tracks it or `unclaim` gives it up.
+  void claim(const std::string& id, const std::string& to) {
+    std::lock_guard g(mutex_);
+    claimed_.insert_or_assign(id, to);
+  }
+
+  /// Gives up a claim and its reserved room (its record was not written).
+  void unclaim(const std::string& id) {
     {
       std::lock_guard g(mutex_);
-      reserved_ -= std::min(out.size(), reserved_);
+      claimed_.erase(id);
     }
-    add(std::move(out));
+    unreserve(1);
   }
 
   /// One delivery whose intent is durable (it was reserved). Past its
@@ -151,6 +166,7 @@ public:
     {
       std::lock_guard g(mutex_);
       reserved_ -= std::min<std::size_t>(1, reserved_);
+      claimed_.erase(o.id);
       if (closed_) return;
       late = past_horizon(o, troupe::detail::now_ms());
       if (!late) m = track(std::move(o), clock::now());
@@ -415,6 +431,7 @@ private:
   schedule_map schedule_;                    // pending deliveries by the time they are due again
   std::unordered_set<std::uint64_t> queued_; // received (sender, ID) (queue_key), waiting in the mailbox
   std::size_t reserved_ = 0;
+  std::unordered_map<std::string, std::string> claimed_; // ID -> receiver, reserved and being recorded
   std::vector<waiter> waiters_;
   delivery_stats stats_;
   bool closed_ = false;

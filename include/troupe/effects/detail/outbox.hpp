@@ -44,6 +44,10 @@ struct record {
   effect_info info;
   std::string request;
   std::int64_t due_ms = 0;
+  /// The dispatcher that reported its latest outcome to the owner (the
+  /// sender of that delivery); empty before, or in a record written before
+  /// the field was.
+  std::string reporter;
 
   void note(std::int64_t now, std::string action, std::string result, std::string detail) {
     auto& h = info.history;
@@ -73,17 +77,19 @@ struct stored_record {
   std::int64_t created = 0, finished = 0, due = 0;
   std::string request;
   std::vector<stored_history_entry> history;
+  std::string reporter;
 };
 BOOST_DESCRIBE_STRUCT(stored_record, (),
                       (type, owner, status, in_doubt, attempts, queries, round, result, reason, created, finished, due,
-                       request, history))
+                       request, history, reporter))
 
 inline constexpr char record_format = 1;
 
 inline std::string encode(const record& r) {
   const auto& i = r.info;
   stored_record s{i.type,   i.owner,  i.status,     i.in_doubt,    i.attempts, i.queries, i.round,
-                  i.result, i.reason, i.created_ms, i.finished_ms, r.due_ms,   r.request, {}};
+                  i.result, i.reason, i.created_ms, i.finished_ms, r.due_ms,   r.request, {},
+                  r.reporter};
   s.history.reserve(i.history.size());
   for (auto& h : i.history) s.history.push_back({h.time_ms, h.action, h.result, h.detail});
   std::string v(1, record_format);
@@ -98,7 +104,10 @@ inline record decode(std::string_view id, std::string_view v) {
     throw error(errc::corrupt_record, "outbox record " + std::string(id) + " has an unknown format");
   stored_record s;
   try {
-    s = persistence::from_json_text<stored_record>(v.substr(1));
+    auto j = boost::json::parse(boost::json::string_view(v.data() + 1, v.size() - 1));
+    // Written before records named their reporter: none.
+    if (auto* o = j.if_object(); o && !o->contains("reporter")) (*o)["reporter"] = "";
+    s = boost::json::value_to<stored_record>(j);
   } catch (const std::exception& ex) {
     throw error(errc::corrupt_record, "outbox record " + std::string(id) + " cannot be read: " + ex.what());
   }
@@ -118,6 +127,7 @@ inline record decode(std::string_view id, std::string_view v) {
   i.finished_ms = s.finished;
   r.due_ms = s.due;
   r.request = std::move(s.request);
+  r.reporter = std::move(s.reporter);
   i.history.reserve(s.history.size());
   for (auto& h : s.history) i.history.push_back({h.t, std::move(h.action), std::move(h.result), std::move(h.detail)});
   return r;
