@@ -14,6 +14,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <optional>
 #include <system_error>
 #include <type_traits>
 
@@ -176,7 +177,15 @@ private:
         e->dispose();
         return;
       }
-      if (timeout.count() > 0 && !c->closed()) e->arm(c->executor(), timeout);
+      // The timer is made on the system's pool: from outside its turns,
+      // counted in its posts until queued (a shutdown that closed every
+      // inbox waits for the count before it destroys the pool; one that
+      // has not yet, is seen closed here).
+      std::optional<detail::post_counter::guard> counted;
+      if (timeout.count() > 0) {
+        if (!detail::this_turn.in_turn || detail::this_turn.sys != &c->sys()) counted.emplace(c->sys().posts);
+        if (!c->closed()) e->arm(c->executor(), timeout);
+      }
       c->enqueue_ask(e);
     }
   };

@@ -333,6 +333,12 @@ private:
 
   std::error_code push(envelope<T>* e) noexcept {
     auto& turn = this_turn;
+    // From outside this system's turns, the pool must outlive the push and
+    // what follows it (the post of a turn, or the rejected envelope's end,
+    // which may cancel its timer): counted over both. A shutdown closes
+    // every inbox, then waits for the count, then destroys the pool.
+    std::optional<post_counter::guard> counted;
+    if (!turn.in_turn || turn.sys != sys_) counted.emplace(sys_->posts);
     switch (inbox_.push(e)) {
     case inbox::push_result::queued:
       if (turn.pending && ++turn.pushes > turn_state::max_pushes_held) turn.flush(false);

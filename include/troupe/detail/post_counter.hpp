@@ -11,10 +11,12 @@ namespace troupe::detail {
 /// destroys the queue waits for the count to reach zero first.
 class post_counter {
 public:
-  /// Counts one post for its whole duration.
+  /// Counts one post for its whole duration. (Sequentially consistent with
+  /// `wait_idle`: a counter that checks an inbox after counting, and a
+  /// shutdown that closes it before waiting, never miss each other.)
   class guard {
   public:
-    explicit guard(post_counter& c) noexcept : c_(c) { c_.n_.fetch_add(1, std::memory_order_acq_rel); }
+    explicit guard(post_counter& c) noexcept : c_(c) { c_.n_.fetch_add(1, std::memory_order_seq_cst); }
     ~guard() { c_.n_.fetch_sub(1, std::memory_order_acq_rel); }
     guard(const guard&) = delete;
     guard& operator=(const guard&) = delete;
@@ -25,7 +27,7 @@ public:
 
   /// Returns once no counted post is still returning.
   void wait_idle() const noexcept {
-    while (n_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    while (n_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   }
 
 private:
