@@ -32,6 +32,7 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -117,6 +118,10 @@ void round(std::uint64_t seed) {
   auto a = std::make_unique<troupe::actor_system>(troupe::system_config{.threads = 2, .shutdown_timeout = timeout_a});
   auto b = std::make_unique<troupe::actor_system>(troupe::system_config{.threads = 2, .shutdown_timeout = timeout_b});
   std::atomic<troupe::actor_system*> systems[2] = {a.get(), b.get()};
+  // A thread uses a system object (not its actors) only under this lock,
+  // shared; the main thread takes it alone to take the system away, then
+  // destroys it (references to its actors stay in use throughout).
+  std::shared_mutex using_system[2];
 
   std::atomic<bool> go{true};
   std::vector<std::thread> threads;
@@ -125,7 +130,9 @@ void round(std::uint64_t seed) {
       std::mt19937_64 r(thread_seed);
       auto rand = [&](int n) { return static_cast<int>(r() % static_cast<std::uint64_t>(n)); };
       while (go.load()) {
-        auto* sys = systems[rand(2)].load();
+        const int which = rand(2);
+        std::shared_lock use(using_system[which]);
+        auto* sys = systems[which].load();
         if (!sys) continue;
         troupe::actor_ref<worker> target;
         bool none;
@@ -144,6 +151,7 @@ void round(std::uint64_t seed) {
         } catch (const troupe::error&) {
           continue; // shutting down
         }
+        use.unlock();
         if (!target) {
           std::lock_guard g(refs_m);
           target = refs[static_cast<std::size_t>(rand(static_cast<int>(refs.size())))];
@@ -166,7 +174,9 @@ void round(std::uint64_t seed) {
         case 5: {
           // A coroutine of one system asking an actor of (maybe) the other:
           // completed, or cancelled with its system; never twice.
-          auto* other = systems[rand(2)].load();
+          const int o = rand(2);
+          std::shared_lock use_other(using_system[o]);
+          auto* other = systems[o].load();
           if (!other) break;
           asio::co_spawn(
               other->get_executor(),
@@ -202,7 +212,10 @@ void round(std::uint64_t seed) {
   // Destroy the systems, in either order, while the threads go on.
   const bool a_first = pick(2) == 0;
   auto destroy = [&](std::unique_ptr<troupe::actor_system>& s, int i, std::chrono::milliseconds timeout) {
-    systems[i].store(nullptr);
+    {
+      std::unique_lock g(using_system[i]);
+      systems[i].store(nullptr);
+    }
     const auto start = std::chrono::steady_clock::now();
     s.reset();
     const auto took = std::chrono::steady_clock::now() - start;

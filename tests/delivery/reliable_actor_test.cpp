@@ -217,6 +217,17 @@ td::delivery_options fast_options() {
   return o;
 }
 
+/// A horizon of 20 ms (2 attempts, 10 ms apart), marks kept for `retention`
+/// and swept every 5 ms.
+td::delivery_options short_horizon(std::chrono::milliseconds retention) {
+  auto o = fast_options();
+  o.redelivery.max_attempts = 2;
+  o.redelivery.max_backoff = 10ms;
+  o.dedup.retention = retention;
+  o.dedup.sweep_interval = 5ms;
+  return o;
+}
+
 struct world {
   std::shared_ptr<tp::memory_store> store = std::make_shared<tp::memory_store>();
   std::shared_ptr<troupe::testing::faulty_journal> journal;
@@ -485,11 +496,7 @@ TEST_CASE("the receiver dies after persisting, before acknowledging: the redeliv
 
 TEST_CASE("a duplicate after the retention window is processed again (documented)") {
   world w;
-  auto o = fast_options();
-  o.redelivery.max_attempts = 2;
-  o.redelivery.max_backoff = 10ms; // horizon 20 ms
-  o.dedup.retention = 30ms;
-  o.dedup.sweep_interval = 5ms;
+  auto o = short_horizon(30ms);
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
   test::get(s.ask(send_item{1}, asio::use_future));
@@ -828,11 +835,7 @@ TEST_CASE("deliver refuses an ID still unconfirmed to another receiver, and take
 
 TEST_CASE("re-queues count from the delivery's first record: repeated ones stop before the receiver forgets it") {
   world w;
-  auto o = fast_options();
-  o.redelivery.max_attempts = 2;
-  o.redelivery.max_backoff = 10ms; // horizon 20 ms
-  o.dedup.retention = 150ms;
-  o.dedup.sweep_interval = 5ms;
+  auto o = short_horizon(150ms);
   w.net->set_ack_faults({.drop = 1}); // processed, never confirmed: a dead letter, again and again
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
@@ -911,11 +914,7 @@ TEST_CASE("a delivery past its horizon is dead-lettered and never sent late, als
 
 TEST_CASE("re-queueing a dead letter the receiver may have forgotten is refused, unless forced") {
   world w;
-  auto o = fast_options();
-  o.redelivery.max_attempts = 2;
-  o.redelivery.max_backoff = 10ms; // horizon 20 ms
-  o.dedup.retention = 400ms;
-  o.dedup.sweep_interval = 5ms;
+  auto o = short_horizon(400ms);
   w.net->set_ack_faults({.drop = 1}); // processed, never confirmed: a dead letter
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);

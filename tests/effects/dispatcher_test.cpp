@@ -481,16 +481,7 @@ TEST_CASE("an outcome is redelivered to an owner that is down past the sender's 
   o.retention.completed = 1ms;
   o.retention.sweep_interval = 5ms;
   auto d = w.dispatcher(std::move(a), o);
-  {
-    auto s = w.owner();
-    sc->hold = true;
-    CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
-    REQUIRE(w.eventually([&] { return sc->holding.load() == 1; }));
-    s.stop();
-    test::get(s.when_stopped(asio::use_future));
-  }
-  sc->hold = false; // completes while its owner is down
-  REQUIRE(w.eventually([&] { return w.record("job:1") && w.record("job:1")->status == effect_status::completed; }));
+  w.complete_while_owner_is_down(*sc, "job:1");
   std::this_thread::sleep_for(300ms); // well past the horizon, and past the completed record's retention
   CHECK(test::get(d.ask(td::list_dead_letters{}, asio::use_future)).empty());
   CHECK(w.record("job:1")); // not swept: the owner has not confirmed the outcome
@@ -551,16 +542,7 @@ TEST_CASE("a dispatcher does not sweep a record whose outcome another dispatcher
   auto o1 = fast_dispatcher("dispatcher-1");
   o1.retention.completed = 24h;
   auto d1 = w.dispatcher(std::move(a1), o1);
-  {
-    auto s = w.owner();
-    sc->hold = true;
-    CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
-    REQUIRE(w.eventually([&] { return sc->holding.load() == 1; }));
-    s.stop();
-    test::get(s.when_stopped(asio::use_future));
-  }
-  sc->hold = false; // completes while its owner is down
-  REQUIRE(w.eventually([&] { return w.record("job:1") && w.record("job:1")->status == effect_status::completed; }));
+  w.complete_while_owner_is_down(*sc, "job:1");
   // A second dispatcher loads the completed record, with a short retention.
   auto other = w.new_script();
   te::adapters a2;
@@ -599,4 +581,19 @@ TEST_CASE("an effect whose result is over the delivery limit reaches its owner w
   REQUIRE(w.settled(s, "job:2", effect_status::completed));
   CHECK(w.effects(s).find("job:2")->result == "\"small\"");
   CHECK(sc->execute_calls == 2);
+}
+
+TEST_CASE("a reason that grows sixfold in JSON is measured too: the outcome still reaches its owner") {
+  world w;
+  auto sc = w.new_script();
+  sc->otherwise = te::outcome::failed(std::string(2000, '\x01'), true); // "\u0001" each in JSON
+  te::adapters a;
+  a.add("task", queryable{sc}, fast_retries());
+  auto o = fast_dispatcher();
+  o.delivery.max_message_bytes = 10000;
+  w.dispatcher(std::move(a), o);
+  auto s = w.owner();
+  CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
+  REQUIRE(w.settled(s, "job:1", effect_status::failed));
+  CHECK(w.effects(s).find("job:1")->reason.find("max_message_bytes (10000)") != std::string::npos);
 }

@@ -370,6 +370,22 @@ struct world {
     return te::detail::decode(id, *v).info;
   }
 
+  /// Starts effect `id` (type "task", run by `sc`), stops the owner while
+  /// the attempt runs, then lets the attempt complete: its outcome's
+  /// delivery stays unconfirmed while the owner is down.
+  void complete_while_owner_is_down(script& sc, const std::string& id) {
+    {
+      auto s = owner();
+      sc.hold = true;
+      CHECK(test::get(s.ask(start_task{id}, asio::use_future)));
+      REQUIRE(eventually([&] { return sc.holding.load() == 1; }));
+      s.stop();
+      test::get(s.when_stopped(asio::use_future));
+    }
+    sc.hold = false;
+    REQUIRE(eventually([&] { return record(id) && record(id)->status == effect_status::completed; }));
+  }
+
   template <class P>
   bool eventually(P pred, std::chrono::milliseconds limit = test::deadline) {
     const auto end = std::chrono::steady_clock::now() + limit;

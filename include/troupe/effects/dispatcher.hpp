@@ -374,8 +374,10 @@ private:
     auto id = outcome_id(u.id, u.round, u.status);
     effect_update m{u};
     const auto limit = this->delivery_settings().max_message_bytes;
-    // Far below the limit, no need to measure (JSON adds little but escapes).
-    if (u.result.size() + u.reason.size() + 512 > limit / 2 && persistence::to_json_text(m).size() > limit) {
+    // Far enough below the limit, no need to measure: escaping makes a
+    // character at most six (`\u0001`), and the rest of the JSON is small.
+    if ((u.result.size() + u.reason.size() + u.id.size()) * 6 + 512 > limit &&
+        persistence::to_json_text(m).size() > limit) {
       m.change.result.clear();
       m.change.reason = "the result of " + std::to_string(u.result.size()) + " bytes and reason of " +
                         std::to_string(u.reason.size()) + " bytes were left out of this outcome: over " +
