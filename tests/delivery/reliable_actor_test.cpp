@@ -833,6 +833,27 @@ TEST_CASE("deliver refuses an ID still unconfirmed to another receiver, and take
   }));
 }
 
+TEST_CASE("a dead letter keeps its ID for its receiver: a delivery under it to another is refused, also after a "
+          "restart") {
+  world w;
+  auto o = short_horizon(24h);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_to{"ghost-a", 1}, asio::use_future)); // nobody there: a dead letter
+  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
+  CHECK_THROWS_WITH(test::get(s.ask(send_to{"ghost-b", 1}, asio::use_future)),
+                    Catch::Contains("a dead letter under that ID is to ghost-a"));
+  w.crash();
+  w.boot();
+  s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  CHECK_THROWS_WITH(test::get(s.ask(send_to{"ghost-b", 1}, asio::use_future)),
+                    Catch::Contains("a dead letter under that ID is to ghost-a"));
+  auto dead = test::get(s.ask(td::list_dead_letters{}, asio::use_future));
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].to == "ghost-a");
+  test::get(s.ask(send_to{"ghost-a", 1}, asio::use_future)); // to its own receiver: a delivery again
+  CHECK(w.pending_in_store("sender") == 1);
+}
+
 TEST_CASE("re-queues count from the delivery's first record: repeated ones stop before the receiver forgets it") {
   world w;
   auto o = short_horizon(150ms);

@@ -562,20 +562,20 @@ TEST_CASE("a dispatcher does not sweep a record whose outcome another dispatcher
 TEST_CASE("an effect whose result is over the delivery limit reaches its owner without it, and the dispatcher goes on") {
   world w;
   auto sc = w.new_script();
-  sc->otherwise = te::outcome::completed(std::string(4000, 'x'));
+  sc->otherwise = te::outcome::completed(std::string(20000, 'x'));
   te::adapters a;
   a.add("task", queryable{sc}, fast_retries());
   auto o = fast_dispatcher();
-  o.delivery.max_message_bytes = 1000;
+  o.delivery.max_message_bytes = te::dispatcher::min_message_bytes;
   w.dispatcher(std::move(a), o);
   auto s = w.owner();
   CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
   REQUIRE(w.settled(s, "job:1", effect_status::completed));
   auto e = *w.effects(s).find("job:1");
   CHECK(e.result.empty());
-  CHECK(e.reason.find("result of 4002 bytes") != std::string::npos); // its JSON text
+  CHECK(e.reason.find("result of 20002 bytes") != std::string::npos); // its JSON text
   CHECK(e.reason.find("max_message_bytes") != std::string::npos);
-  CHECK(w.record("job:1")->result.size() == 4002); // kept in the outbox record
+  CHECK(w.record("job:1")->result.size() == 20002); // kept in the outbox record
   sc->otherwise = te::outcome::completed(std::string("small"));
   CHECK(test::get(s.ask(start_task{"job:2"}, asio::use_future)));
   REQUIRE(w.settled(s, "job:2", effect_status::completed));
@@ -586,14 +586,45 @@ TEST_CASE("an effect whose result is over the delivery limit reaches its owner w
 TEST_CASE("a reason that grows sixfold in JSON is measured too: the outcome still reaches its owner") {
   world w;
   auto sc = w.new_script();
-  sc->otherwise = te::outcome::failed(std::string(2000, '\x01'), true); // "\u0001" each in JSON
+  sc->otherwise = te::outcome::failed(std::string(4000, '\x01'), true); // "\u0001" each in JSON
   te::adapters a;
   a.add("task", queryable{sc}, fast_retries());
   auto o = fast_dispatcher();
-  o.delivery.max_message_bytes = 10000;
+  o.delivery.max_message_bytes = 20000;
   w.dispatcher(std::move(a), o);
   auto s = w.owner();
   CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
   REQUIRE(w.settled(s, "job:1", effect_status::failed));
-  CHECK(w.effects(s).find("job:1")->reason.find("max_message_bytes (10000)") != std::string::npos);
+  CHECK(w.effects(s).find("job:1")->reason.find("max_message_bytes (20000)") != std::string::npos);
+}
+
+TEST_CASE("a dispatcher refuses a delivery limit too small for an outcome, and an owner an operation ID whose outcome "
+          "IDs would not fit") {
+  world w;
+  auto o = fast_dispatcher();
+  o.delivery.max_message_bytes = 256;
+  CHECK_THROWS_WITH(te::spawn_dispatcher(*w.sys, te::adapters{}, o),
+                    Catch::Contains("an outcome needs room for at least 8192"));
+  auto s = w.owner();
+  // 600 ':' are 1200 bytes escaped: no outcome delivery ID could carry it.
+  CHECK_THROWS_WITH(test::get(s.ask(start_task{std::string(600, ':')}, asio::use_future)),
+                    Catch::Contains("with its ':' and '\\' escaped"));
+  CHECK(w.effects(s).size() == 0);
+}
+
+TEST_CASE("what an external system answers that is not UTF-8 is stored as valid UTF-8: the record reads back and the "
+          "owner learns the outcome") {
+  world w;
+  auto sc = w.new_script();
+  sc->executes.push_back(te::outcome::failed("busy \xff\xfe", false)); // retried: its record must read back
+  sc->otherwise = te::outcome::failed("declined: \xff\xfe\x80 body", true);
+  te::adapters a;
+  a.add("task", queryable{sc}, fast_retries());
+  w.dispatcher(std::move(a));
+  auto s = w.owner();
+  CHECK(test::get(s.ask(start_task{"job:1"}, asio::use_future)));
+  REQUIRE(w.settled(s, "job:1", effect_status::failed));
+  CHECK(w.effects(s).find("job:1")->reason == "declined: \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD body");
+  CHECK(w.record("job:1")->status == effect_status::failed); // readable
+  CHECK(sc->execute_calls == 2);
 }

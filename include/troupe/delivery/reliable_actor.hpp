@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -115,11 +116,12 @@ public:
   /// receiver's dedup marks loaded, then `Derived::on_recovery_completed()`.
   task<> on_start() {
     co_await this->recover_state();
-    auto pending = co_await this->storage().async_run([this] { return load(); });
+    std::unordered_map<std::string, std::string> dead;
+    auto pending = co_await this->storage().async_run([this, &dead] { return load(dead); });
     auto& ctx = this->actor_context();
     tracker_ = std::make_shared<detail::outgoing_tracker<Derived>>(this->pid(), this->storage_ptr(), tables_, net_,
                                                                    ctx.self(), options_.redelivery, ctx.get_executor());
-    tracker_->start(std::move(pending));
+    tracker_->start(std::move(pending), std::move(dead));
     if constexpr (receives()) ctx.schedule_every(options_.dedup.sweep_interval, detail::sweep_tick{});
     co_await this->recovery_completed();
   }
@@ -204,6 +206,7 @@ public:
       tracker_->unclaim(o.id);
       throw;
     }
+    tracker_->revived(o.id);
     tracker_->add_reserved(std::move(o));
     co_return true;
   }
@@ -340,6 +343,10 @@ private:
   /// to `o`'s receiver: then `o` is that delivery. Throws `id_in_use` if it
   /// is to another receiver (an ID names one delivery of its sender).
   bool refuse_held_id(const detail::outgoing& o) const {
+    if (auto dead = tracker_->dead_to(o.id); dead && *dead != o.to)
+      throw error(errc::id_in_use, "deliver " + o.id + " from " + this->pid() + " to " + o.to +
+                                       ": a dead letter under that ID is to " + *dead +
+                                       " (re-queue it, or deliver under another ID)");
     auto holder = tracker_->holder(o.id);
     if (!holder) return false;
     if (*holder == o.to) return true;
@@ -376,7 +383,7 @@ private:
 
   /// On the journal's thread: the pending deliveries, and the dedup marks
   /// (into `marks_`: the actor waits meanwhile).
-  std::vector<detail::outgoing> load() {
+  std::vector<detail::outgoing> load(std::unordered_map<std::string, std::string>& dead) {
     std::vector<detail::outgoing> pending;
     const auto prefix = detail::key_prefix(this->pid());
     const auto pending_prefix = prefix + 'p';
@@ -385,6 +392,15 @@ private:
       return true;
     });
     if (ec) throw error(ec, "loading the deliveries of " + this->pid());
+    // The dead letters' IDs stay taken for their receivers (a delivery to
+    // another under one would replace the dead letter).
+    const auto dead_prefix = prefix + 'x';
+    ec = this->storage().scan(tables_.deliveries, dead_prefix, [&](std::string_view k, std::string_view v) {
+      auto o = detail::decode_outgoing(k.substr(dead_prefix.size()), v);
+      dead.emplace(std::move(o.id), std::move(o.to));
+      return true;
+    });
+    if (ec) throw error(ec, "loading the dead letters of " + this->pid());
     if constexpr (receives()) {
       if (tables_.dedup_by_id) move_marks_by_id(prefix);
       std::vector<std::pair<std::string, detail::dedup_marks::mark>> found;

@@ -75,11 +75,20 @@ class dispatcher : public delivery::reliable_actor<dispatcher, detail::dispatche
 public:
   using events = persistence::event_types<>;
 
+  /// The smallest `delivery.max_message_bytes` a dispatcher takes: an
+  /// outcome whose result and reason were left out still fits.
+  static constexpr std::size_t min_message_bytes = 8192;
+
   dispatcher(context<dispatcher> ctx, effects::adapters a, dispatcher_options o = {})
       : base(ctx, persistence::persistence_id{o.name}, delivery_options_of(o)), options_(std::move(o)) {
     if (options_.max_in_flight == 0 || options_.tick.count() <= 0)
       throw error(troupe::errc::invalid_argument,
                   "dispatcher " + options_.name + ": max_in_flight and tick must be positive");
+    if (options_.delivery.max_message_bytes < min_message_bytes)
+      throw error(troupe::errc::invalid_argument,
+                  "dispatcher " + options_.name + ": delivery.max_message_bytes of " +
+                      std::to_string(options_.delivery.max_message_bytes) + "; an outcome needs room for at least " +
+                      std::to_string(min_message_bytes) + " (its operation ID, JSON-escaped, and a reason)");
     if (options_.retention.sweep_interval.count() <= 0 || options_.retention.sweep_batch == 0)
       throw error(troupe::errc::invalid_argument,
                   "dispatcher " + options_.name + ": retention sweep_interval and sweep_batch must be positive");

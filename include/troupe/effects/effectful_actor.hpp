@@ -15,6 +15,7 @@
 #include <troupe/detail/clock.hpp>
 #include <troupe/detail/maybe_await.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <string>
 #include <string_view>
@@ -38,6 +39,9 @@ concept effect_request = requires {
 
 /// The longest operation ID accepted, in bytes.
 inline constexpr std::size_t max_operation_id = 900;
+/// What an outcome's delivery ID adds to the escaped operation ID at most:
+/// `:` round (10 digits) `:` status.
+inline constexpr std::size_t outcome_id_suffix = 1 + 10 + 1 + 16;
 
 /// Base of a persistent actor whose state holds its effects
 /// (`effect_table effects;` in `State`).
@@ -99,6 +103,16 @@ protected:
       throw error(troupe::errc::invalid_argument, "start_effect in " + this->pid() + ": operation ID of " +
                                                       std::to_string(id.size()) + " bytes; at most " +
                                                       std::to_string(max_operation_id));
+    // Its outcomes travel under delivery IDs made of it (':' and '\\'
+    // escaped) and a round and status: those must fit too.
+    const auto escaped = id.size() + static_cast<std::size_t>(std::count_if(id.begin(), id.end(), [](char c) {
+                           return c == ':' || c == '\\';
+                         }));
+    if (escaped + outcome_id_suffix > delivery::delivery_id::max_size)
+      throw error(troupe::errc::invalid_argument,
+                  "start_effect in " + this->pid() + ": operation ID of " + std::to_string(id.size()) + " bytes, " +
+                      std::to_string(escaped) + " with its ':' and '\\' escaped; its outcomes' delivery IDs need " +
+                      "at most " + std::to_string(delivery::delivery_id::max_size - outcome_id_suffix));
     if (table_of(this->state()).status(id) != effect_status::not_requested) co_return false;
     detail::record r;
     r.info.id = id;

@@ -71,8 +71,13 @@ public:
   std::string dead_key(std::string_view id) const { return key(prefix_, 'x', id); }
   const std::string& prefix() const noexcept { return prefix_; }
 
-  /// Binds the endpoint, and sends what recovery found pending at once.
-  void start(std::vector<outgoing> recovered) {
+  /// Binds the endpoint, and sends what recovery found pending at once;
+  /// `dead` are the dead letters' IDs and receivers.
+  void start(std::vector<outgoing> recovered, std::unordered_map<std::string, std::string> dead = {}) {
+    {
+      std::lock_guard g(mutex_);
+      dead_ = std::move(dead);
+    }
     net_->bind(pid_, this->shared_from_this());
     add(std::move(recovered));
     std::lock_guard g(mutex_);
@@ -139,6 +144,19 @@ public:
     if (auto it = pending_.find(id); it != pending_.end()) return it->second.out.to;
     if (auto it = claimed_.find(id); it != claimed_.end()) return it->second;
     return std::nullopt;
+  }
+
+  /// The receiver of the dead letter under `id`, if there is one.
+  std::optional<std::string> dead_to(const std::string& id) const {
+    std::lock_guard g(mutex_);
+    if (auto it = dead_.find(id); it != dead_.end()) return it->second;
+    return std::nullopt;
+  }
+
+  /// The dead letter under `id` was re-queued (it is pending again).
+  void revived(const std::string& id) {
+    std::lock_guard g(mutex_);
+    dead_.erase(id);
   }
 
   /// `id` is being recorded for `to` (room was reserved for it): held until
@@ -408,6 +426,7 @@ private:
         return;
       }
       ++stats_.dead_lettered;
+      dead_.insert_or_assign(o.id, o.to);
       ws.swap(waiters_);
     }
     for (auto& w : ws) w({});
@@ -432,6 +451,7 @@ private:
   std::unordered_set<std::uint64_t> queued_; // received (sender, ID) (queue_key), waiting in the mailbox
   std::size_t reserved_ = 0;
   std::unordered_map<std::string, std::string> claimed_; // ID -> receiver, reserved and being recorded
+  std::unordered_map<std::string, std::string> dead_;    // ID -> receiver, dead letters
   std::vector<waiter> waiters_;
   delivery_stats stats_;
   bool closed_ = false;

@@ -10,6 +10,7 @@
 #include <troupe/effects/detail/claims.hpp>
 #include <troupe/effects/detail/erased_adapter.hpp>
 #include <troupe/effects/detail/outbox.hpp>
+#include <troupe/detail/utf8.hpp>
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/detail/unique_function.hpp>
@@ -156,6 +157,10 @@ inline task<> attempt(std::shared_ptr<shared_part> sh, record rec, bool reread) 
     else
       res.kind = result::what::mark_failed; // nothing was executed
   }
+  // What the external system (or an exception) said goes into JSON: as
+  // valid UTF-8, or the record could not be read back.
+  res.out.detail = troupe::detail::valid_utf8(std::move(res.out.detail));
+  res.answer.detail = troupe::detail::valid_utf8(std::move(res.answer.detail));
   sh->post(std::move(res));
 }
 
