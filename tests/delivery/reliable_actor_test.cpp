@@ -854,6 +854,25 @@ TEST_CASE("a dead letter keeps its ID for its receiver: a delivery under it to a
   CHECK(w.pending_in_store("sender") == 1);
 }
 
+TEST_CASE("a delivery given up keeps its ID while its dead letter is being written") {
+  world w;
+  auto o = short_horizon(24h);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  test::get(s.ask(send_to{"ghost-a", 1}, asio::use_future)); // nobody there
+  w.journal->delay_writes(300ms); // the dead letter's write, among others, completes late
+  // Given up (no longer unconfirmed), its dead letter not yet written.
+  REQUIRE(w.eventually([&] {
+    auto st = w.stats(s);
+    return st.unconfirmed == 0 && st.dead_lettered == 0;
+  }));
+  CHECK_THROWS_WITH(test::get(s.ask(send_to{"ghost-b", 1}, asio::use_future)),
+                    Catch::Contains(td::make_error_code(td::errc::id_in_use).message()));
+  w.journal->delay_writes(0ms);
+  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
+  CHECK(test::get(s.ask(td::list_dead_letters{}, asio::use_future))[0].to == "ghost-a");
+  CHECK(w.pending_in_store("sender") == 0);
+}
+
 TEST_CASE("re-queues count from the delivery's first record: repeated ones stop before the receiver forgets it") {
   world w;
   auto o = short_horizon(150ms);

@@ -184,10 +184,16 @@ public:
     {
       std::lock_guard g(mutex_);
       reserved_ -= std::min<std::size_t>(1, reserved_);
-      claimed_.erase(o.id);
-      if (closed_) return;
+      if (closed_) {
+        claimed_.erase(o.id);
+        return;
+      }
       late = past_horizon(o, troupe::detail::now_ms());
-      if (!late) m = track(std::move(o), clock::now());
+      // Late: the ID stays claimed until it is buried (see `bury`).
+      if (!late) {
+        claimed_.erase(o.id);
+        m = track(std::move(o), clock::now());
+      }
     }
     if (late)
       bury(std::move(o), 0);
@@ -308,6 +314,7 @@ private:
         // Past its horizon already (found at a restart long after): never
         // sent late.
         if (past_horizon(o, wall)) {
+          claimed_.insert_or_assign(o.id, o.to); // until buried
           late.push_back(std::move(o));
           continue;
         }
@@ -379,6 +386,7 @@ private:
         e.slot.reset();
         if ((policy_.max_attempts != 0 && e.attempts >= policy_.max_attempts && !own(e.out)) ||
             past_horizon(e.out, wall)) {
+          claimed_.insert_or_assign(e.out.id, e.out.to); // until buried
           give_up.emplace_back(std::move(e.out), e.attempts);
           forget(it);
           continue;
@@ -398,7 +406,10 @@ private:
     for (auto& [o, attempts] : give_up) bury(std::move(o), attempts);
   }
 
-  /// Moves a delivery to the dead letters, atomically.
+  /// Moves a delivery to the dead letters, atomically. Its ID is claimed
+  /// meanwhile (no longer pending in memory, still pending in the store): a
+  /// delivery under it to another receiver is refused until the dead letter
+  /// is written, as after.
   void bury(outgoing o, std::uint32_t attempts) {
     const auto since = troupe::detail::now_ms();
     std::vector<persistence::table_write> tables;
@@ -415,6 +426,7 @@ private:
     std::vector<waiter> ws;
     {
       std::lock_guard g(mutex_);
+      claimed_.erase(o.id);
       if (ec) {
         // Still pending in the store: keep trying it.
         if (closed_) return;
