@@ -296,6 +296,18 @@ struct ack_spy final : td::endpoint {
   }
 };
 
+/// Keeps what a transport warns about.
+struct warnings_heard {
+  std::mutex m;
+  std::vector<std::string> said;
+  void listen(td::transport& t) {
+    t.on_warning([this](const std::string& s) {
+      std::lock_guard g(m);
+      said.push_back(s);
+    });
+  }
+};
+
 std::uint64_t seed_from_env() {
   if (const char* s = std::getenv("TROUPE_PROPERTY_SEED")) return std::strtoull(s, nullptr, 10);
   return std::random_device{}();
@@ -981,22 +993,18 @@ TEST_CASE("re-queueing a dead letter the receiver may have forgotten is refused,
 }
 
 TEST_CASE("a receiver warns once about a sender whose horizon its transport does not know") {
+  warnings_heard heard; // outlives the world, whose transport calls it
   world w;
-  std::vector<std::string> said;
-  std::mutex m;
-  w.net->on_warning([&](const std::string& s) {
-    std::lock_guard g(m);
-    said.push_back(s);
-  });
+  heard.listen(*w.net);
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
   REQUIRE(w.eventually([&] { // sent until the receiver has bound its name
     for (long n = 1; n <= 3; ++n)
       w.net->send(td::message{"receiver", "elsewhere", td::delivery_id::of("x", n), "test.item", 1, "{\"n\":1}"});
     return w.stats(r).processed == 3;
   }));
-  std::lock_guard g(m);
-  REQUIRE(said.size() == 1);
-  CHECK(said[0].find("from elsewhere, whose redelivery horizon this transport does not know") != std::string::npos);
+  std::lock_guard g(heard.m);
+  REQUIRE(heard.said.size() == 1);
+  CHECK(heard.said[0].find("from elsewhere, whose redelivery horizon this transport does not know") != std::string::npos);
 }
 
 TEST_CASE("a delivery whose write completes past its horizon is a dead letter, never sent") {
@@ -1016,16 +1024,12 @@ TEST_CASE("a delivery whose write completes past its horizon is a dead letter, n
 }
 
 TEST_CASE("the warnings about unknown senders are bounded: one per name up to a limit, then one that says so") {
+  warnings_heard heard; // outlives the world, whose transport calls it
   world w;
-  std::vector<std::string> said;
-  std::mutex m;
-  w.net->on_warning([&](const std::string& s) {
-    std::lock_guard g(m);
-    said.push_back(s);
-  });
+  heard.listen(*w.net);
   for (int i = 0; i < 3000; ++i) w.net->unknown_sender("elsewhere-" + std::to_string(i), "receiver");
   w.net->unknown_sender("elsewhere-1", "receiver");
-  std::lock_guard g(m);
-  CHECK(said.size() == td::transport::max_warned_senders + 1);
-  CHECK(said.back().find("no further unknown senders are named") != std::string::npos);
+  std::lock_guard g(heard.m);
+  CHECK(heard.said.size() == td::transport::max_warned_senders + 1);
+  CHECK(heard.said.back().find("no further unknown senders are named") != std::string::npos);
 }
