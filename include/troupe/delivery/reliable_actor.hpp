@@ -29,9 +29,11 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -131,7 +133,8 @@ public:
   task<> troupe_handle(detail::inbound in) {
     auto& m = in.msg;
     tracker_->dequeued(m);
-    if (const auto* mark = find_mark(m)) {
+    auto key = detail::mark_key(m.from, m.id.str());
+    if (const auto* mark = find_mark(m, key)) {
       ++duplicates_;
       if (mark->what == detail::dedup_marks::mark::state::rejected)
         net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mark->reason});
@@ -139,15 +142,15 @@ public:
         net_->send(acknowledgement{m.from, this->pid(), m.id, mark->reply});
       co_return;
     }
-    net_->unknown_sender(m.from, this->pid());
-    using receive_fn = task<> (reliable_actor::*)(message&);
+    check_sender(m.from);
+    using receive_fn = task<> (reliable_actor::*)(message&, std::string&);
     receive_fn f = nullptr;
     select(accepted_of<Derived>{}, m, f);
     if (!f) {
       ++rejected_;
       co_return;
     }
-    co_await (this->*f)(m);
+    co_await (this->*f)(m, key);
   }
 
   task<> troupe_handle(detail::sweep_tick) {
@@ -256,14 +259,26 @@ protected:
                                                std::to_string(options_.max_message_bytes) +
                                                " (delivery_options::max_message_bytes)");
     o.created_ms = o.first_ms = troupe::detail::now_ms();
-    if (refuse_held_id(o)) {
-      // The same delivery, unconfirmed: it stays as first recorded (sent
-      // once); only its cause is written.
-      if constexpr (sizeof...(E) > 0) co_await this->persist_all_with({}, std::move(cause)...);
-      co_return;
+    using held = typename detail::outgoing_tracker<Derived>::reservation::outcome;
+    for (;;) {
+      auto r = tracker_->reserve(o);
+      if (r.what == held::reserved) break;
+      if (r.what == held::same) {
+        // The same delivery, unconfirmed: it stays as first recorded (sent
+        // once); only its cause is written.
+        if constexpr (sizeof...(E) > 0) co_await this->persist_all_with({}, std::move(cause)...);
+        co_return;
+      }
+      if (r.what == held::dead_elsewhere)
+        throw error(errc::id_in_use, "deliver " + o.id + " from " + this->pid() + " to " + o.to +
+                                         ": a dead letter under that ID is to " + r.other +
+                                         " (re-queue it, or deliver under another ID)");
+      if (r.what == held::held_elsewhere)
+        throw error(errc::id_in_use, "deliver " + o.id + " from " + this->pid() + " to " + o.to +
+                                         ": a delivery under that ID is unconfirmed to " + r.other +
+                                         " (an ID names one delivery of its sender)");
+      co_await room_freed(); // full: then the ID is checked again
     }
-    if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
-    tracker_->claim(o.id, o.to);
     std::vector<persistence::table_write> tables;
     tables.push_back(
         persistence::table_write::put(tables_.deliveries, tracker_->pending_key(o.id), detail::encode_outgoing(o)));
@@ -274,10 +289,13 @@ protected:
       throw;
     }
     // Sent once durable: now, or after the batch's write (the actor
-    // outlives its batch).
-    auto claimed = o.id;
-    this->after_commit([this, o = std::move(o)]() mutable { tracker_->add_reserved(std::move(o)); },
-                       [this, claimed = std::move(claimed)] { tracker_->unclaim(claimed); });
+    // outlives its batch); given up (with its claim) if that write fails.
+    this->after_batch([this, o = std::move(o)](bool durable) mutable {
+      if (durable)
+        tracker_->add_reserved(std::move(o));
+      else
+        tracker_->unclaim(o.id);
+    });
   }
 
   const delivery_options& delivery_settings() const noexcept { return options_; }
@@ -339,20 +357,20 @@ private:
                     "accepts that)");
   }
 
-  /// Whether a delivery under `o`'s ID is unconfirmed (or being recorded)
-  /// to `o`'s receiver: then `o` is that delivery. Throws `id_in_use` if it
-  /// is to another receiver (an ID names one delivery of its sender).
-  bool refuse_held_id(const detail::outgoing& o) const {
-    if (auto dead = tracker_->dead_to(o.id); dead && *dead != o.to)
-      throw error(errc::id_in_use, "deliver " + o.id + " from " + this->pid() + " to " + o.to +
-                                       ": a dead letter under that ID is to " + *dead +
-                                       " (re-queue it, or deliver under another ID)");
-    auto holder = tracker_->holder(o.id);
-    if (!holder) return false;
-    if (*holder == o.to) return true;
-    throw error(errc::id_in_use, "deliver " + o.id + " from " + this->pid() + " to " + o.to +
-                                     ": a delivery under that ID is unconfirmed to " + *holder +
-                                     " (an ID names one delivery of its sender)");
+  /// Warns (through the transport) about a sender it has not admitted.
+  /// The last few admitted senders are remembered here by hash, so a
+  /// receiver fed by them does not take the transport's lock per delivery
+  /// (a collision with an admitted sender's hash would only skip a
+  /// warning).
+  void check_sender(const std::string& from) {
+    const auto h = std::hash<std::string>{}(from);
+    for (std::size_t i = 0; i < known_count_; ++i)
+      if (known_senders_[i] == h) return;
+    if (!net_->unknown_sender(from, this->pid())) return;
+    if (known_count_ < known_senders_.size())
+      known_senders_[known_count_++] = h;
+    else
+      known_senders_[next_known_++ % known_senders_.size()] = h;
   }
 
   [[noreturn]] void refuse(const char* why) const {
@@ -372,11 +390,12 @@ private:
   /// The key in `dedup` of the mark `mark_key` (a `detail::mark_key`).
   std::string dedup_key(std::string_view mark_key) const { return detail::key(tracker_->prefix(), 0, mark_key); }
 
-  /// The mark that answers `m` (its sender and ID processed or rejected),
+  /// The mark that answers `m` (its sender and ID processed or rejected;
+  /// `key` is their `mark_key`),
   /// or one moved from the first layout for its ID (which stands for any
   /// sender); null if `m` is to be run.
-  const detail::dedup_marks::mark* find_mark(const message& m) const {
-    if (const auto* mk = marks_.find(detail::mark_key(m.from, m.id.str())); mk && mk->answers()) return mk;
+  const detail::dedup_marks::mark* find_mark(const message& m, const std::string& key) const {
+    if (const auto* mk = marks_.find(key); mk && mk->answers()) return mk;
     if (has_moved_marks_) return marks_.find(detail::mark_key({}, m.id.str()));
     return nullptr;
   }
@@ -439,7 +458,7 @@ private:
   }
 
   template <class... M>
-  void select(accepts<M...>, const message& m, task<> (reliable_actor::*& f)(message&)) {
+  void select(accepts<M...>, const message& m, task<> (reliable_actor::*& f)(message&, std::string&)) {
     (void)((m.manifest == M::manifest && m.version == persistence::version_of<M>()
                 ? (f = &reliable_actor::receive_as<M>, true)
                 : false) ||
@@ -450,7 +469,7 @@ private:
   /// dedup mark and its deliveries in one batch; the acknowledgement once
   /// that is durable.
   template <class M>
-  task<> receive_as(message& m) {
+  task<> receive_as(message& m, std::string& key) {
     static_assert(handles<Derived, delivery<M>>,
                   "troupe: a reliable actor that accepts M needs handle(troupe::delivery::delivery<M>)");
     std::optional<M> msg;
@@ -461,7 +480,6 @@ private:
       co_return;
     }
     delivery<M> d{m.id, m.from, std::move(*msg)};
-    auto key = detail::mark_key(m.from, m.id.str());
     this->begin_batch();
     std::optional<std::string> reply;
     std::exception_ptr failure;
@@ -560,13 +578,18 @@ private:
   /// Reserves room for `n` deliveries once the tracker has it (the caller
   /// tried `try_reserve` first, so the common case costs no coroutine).
   task<> wait_for_room(std::size_t n) {
-    do {
-      if (!options_.redelivery.wait_when_full)
-        throw error(errc::backlog_full, this->pid() + " has " + std::to_string(options_.redelivery.max_unconfirmed) +
-                                            " unconfirmed deliveries (redelivery_policy::max_unconfirmed)");
-      auto [ec] = co_await tracker_->wait_for_room(asio::experimental::as_tuple(asio::use_awaitable));
-      if (ec) throw error(troupe::errc::actor_stopped, this->pid() + " stopped while waiting to deliver");
-    } while (!tracker_->try_reserve(n));
+    do co_await room_freed();
+    while (!tracker_->try_reserve(n));
+  }
+
+  /// Waits until the tracker may have room (throws `backlog_full` unless
+  /// the policy says to wait).
+  task<> room_freed() {
+    if (!options_.redelivery.wait_when_full)
+      throw error(errc::backlog_full, this->pid() + " has " + std::to_string(options_.redelivery.max_unconfirmed) +
+                                          " unconfirmed deliveries (redelivery_policy::max_unconfirmed)");
+    auto [ec] = co_await tracker_->wait_for_room(asio::experimental::as_tuple(asio::use_awaitable));
+    if (ec) throw error(troupe::errc::actor_stopped, this->pid() + " stopped while waiting to deliver");
   }
 
   delivery_options options_;
@@ -575,6 +598,8 @@ private:
   std::shared_ptr<detail::outgoing_tracker<Derived>> tracker_;
   detail::dedup_marks marks_;
   bool has_moved_marks_ = false; // some marks came from the first layout (any sender)
+  std::array<std::size_t, 4> known_senders_{}; // hashes of admitted senders (`check_sender`)
+  std::uint8_t known_count_ = 0, next_known_ = 0;
   std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0, handler_failures_ = 0, poison_rejected_ = 0;
 };
 

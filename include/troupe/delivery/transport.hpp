@@ -137,12 +137,14 @@ public:
   /// The most sender names `unknown_sender` warns about (and remembers).
   static constexpr std::size_t max_warned_senders = 1024;
 
-  /// Warns once per sender name not admitted here (see `knows`).
-  void unknown_sender(const std::string& sender, const std::string& receiver) {
+  /// Warns once per sender name not admitted here (see `knows`). Returns
+  /// whether `sender` is admitted (then it never warns about it).
+  bool unknown_sender(const std::string& sender, const std::string& receiver) {
     bool last = false;
     {
       std::lock_guard g(policies_mutex_);
-      if (horizons_.contains(sender) || warned_.contains(sender) || warned_enough_) return;
+      if (horizons_.contains(sender)) return true;
+      if (warned_.contains(sender) || warned_enough_) return false;
       // Past the limit, the names are forgotten: one last warning says so.
       last = warned_.size() == max_warned_senders;
       if (last) {
@@ -153,13 +155,15 @@ public:
       }
     }
     if (last)
-      return warn("reliable actor " + receiver + " received a delivery from " + sender + ", after " +
-                  std::to_string(max_warned_senders) +
-                  " other senders whose redelivery horizon this transport does not know: no further unknown senders "
-                  "are named");
-    warn("reliable actor " + receiver + " received a delivery from " + sender +
-         ", whose redelivery horizon this transport does not know: the dedup retention of " + receiver +
-         " cannot be checked against it (a copy sent after the retention would be processed again)");
+      warn("reliable actor " + receiver + " received a delivery from " + sender + ", after " +
+           std::to_string(max_warned_senders) +
+           " other senders whose redelivery horizon this transport does not know: no further unknown senders are "
+           "named");
+    else
+      warn("reliable actor " + receiver + " received a delivery from " + sender +
+           ", whose redelivery horizon this transport does not know: the dedup retention of " + receiver +
+           " cannot be checked against it (a copy sent after the retention would be processed again)");
+    return false;
   }
 
 private:

@@ -26,6 +26,7 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <concepts>
 #include <memory>
 #include <optional>
 #include <string>
@@ -268,6 +269,19 @@ protected:
           else
             if_not();
         });
+  }
+
+  /// `after_commit` with one action: `f(true)` once what the handler
+  /// persisted so far is durable, `f(false)` if the batch's write fails or
+  /// the batch is aborted (outside a batch, `f(true)` before this returns).
+  template <class F>
+    requires std::invocable<F&, bool>
+  void after_batch(F&& f) {
+    if (!batch_) {
+      f(true);
+      return;
+    }
+    batch_->actions.emplace_back(std::forward<F>(f));
   }
 
   /// Recovery: state and sequence number from the latest readable snapshot

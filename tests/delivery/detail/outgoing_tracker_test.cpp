@@ -202,3 +202,39 @@ TEST_CASE("a received delivery waits in the mailbox as one copy per sender and I
   CHECK(f.eventually([&] { return f.s->told_now().size() == 3; }));
   t->close();
 }
+
+TEST_CASE("reserve refuses an ID held for another receiver, finds the same delivery, and claims under one lock") {
+  fixture f;
+  auto p = slow();
+  p.max_unconfirmed = 2;
+  auto t = f.tracker(p);
+  t->start({}, {{"buried", "elsewhere"}});
+  using outcome = td::detail::outgoing_tracker<owner_actor>::reservation::outcome;
+  auto to = [](std::string id, std::string receiver) {
+    auto o = out(std::move(id));
+    o.to = std::move(receiver);
+    return o;
+  };
+  CHECK(t->reserve(out("a")).what == outcome::reserved); // claimed, being recorded
+  CHECK(t->reserve(out("a")).what == outcome::same);
+  auto held = t->reserve(to("a", "other"));
+  CHECK(held.what == outcome::held_elsewhere);
+  CHECK(held.other == "warehouse");
+  auto dead = t->reserve(out("buried"));
+  CHECK(dead.what == outcome::dead_elsewhere);
+  CHECK(dead.other == "elsewhere");
+  CHECK(t->reserve(to("buried", "elsewhere")).what == outcome::reserved); // its own receiver: a new delivery
+  CHECK(t->reserve(out("c")).what == outcome::full);
+  CHECK_FALSE(t->holder("c"));
+  // A tracked delivery holds its ID; its claim's node serves the next claim.
+  t->add_reserved(out("a"));
+  CHECK(*t->holder("a") == "warehouse");
+  t->unclaim("buried");
+  CHECK_FALSE(t->holder("buried"));
+  CHECK(t->reserve(to("c", "third")).what == outcome::reserved);
+  CHECK(*t->holder("c") == "third");
+  CHECK(t->reserve(to("c", "warehouse")).what == outcome::held_elsewhere);
+  t->acknowledge({"shop", "warehouse", td::delivery_id("a"), std::nullopt});
+  CHECK_FALSE(t->holder("a"));
+  t->close();
+}

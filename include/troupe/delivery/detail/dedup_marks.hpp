@@ -4,10 +4,11 @@
 // processed, with the reply, or rejected, or whose handler failed so far,
 // in the order they were made (for the retention sweep).
 
+#include <boost/intrusive/list.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,41 +36,44 @@ public:
     bool answers() const noexcept { return what != state::failing; }
   };
 
+  dedup_marks() = default;
+  dedup_marks(const dedup_marks&) = delete;
+  dedup_marks& operator=(const dedup_marks&) = delete;
+
   /// The mark of `key`, or null.
   const mark* find(const std::string& key) const {
     auto it = marks_.find(key);
-    return it == marks_.end() ? nullptr : &it->second;
+    return it == marks_.end() ? nullptr : &it->second.m;
   }
 
-  /// A mark made now (its time no earlier than the last one's).
-  void add(std::string id, mark m) {
-    order_.emplace_back(m.time_ms, id);
-    marks_.insert_or_assign(std::move(id), std::move(m));
+  /// A mark made now (its time no earlier than the last one's): it replaces
+  /// the key's mark, and goes last in the order.
+  void add(std::string key, mark m) {
+    auto [it, fresh] = marks_.try_emplace(std::move(key));
+    auto& e = it->second;
+    if (fresh)
+      e.key = &it->first;
+    else
+      e.unlink();
+    e.m = std::move(m);
+    order_.push_back(e);
   }
 
   /// Marks read back from the store, in any order.
   void load(std::vector<std::pair<std::string, mark>> found) {
-    std::vector<std::pair<std::int64_t, std::string>> order;
-    order.reserve(found.size());
-    for (auto& [id, m] : found) {
-      order.emplace_back(m.time_ms, id);
-      marks_.insert_or_assign(std::move(id), std::move(m));
-    }
-    std::sort(order.begin(), order.end());
-    order_.assign(std::make_move_iterator(order.begin()), std::make_move_iterator(order.end()));
+    std::stable_sort(found.begin(), found.end(),
+                     [](const auto& a, const auto& b) { return a.second.time_ms < b.second.time_ms; });
+    marks_.reserve(marks_.size() + found.size());
+    for (auto& [key, m] : found) add(std::move(key), std::move(m));
   }
 
   /// Forgets up to `max` marks made before `cutoff`, oldest first, and
-  /// returns their IDs.
+  /// returns their keys.
   std::vector<std::string> expire(std::int64_t cutoff, std::size_t max) {
     std::vector<std::string> out;
-    while (!order_.empty() && out.size() < max && order_.front().first < cutoff) {
-      auto id = std::move(order_.front().second);
-      order_.pop_front();
-      auto it = marks_.find(id);
-      if (it == marks_.end() || it->second.time_ms >= cutoff) continue;
-      marks_.erase(it);
-      out.push_back(std::move(id));
+    while (!order_.empty() && out.size() < max && order_.front().m.time_ms < cutoff) {
+      out.push_back(*order_.front().key);
+      marks_.erase(out.back()); // unlinks it from the order
     }
     return out;
   }
@@ -77,8 +81,16 @@ public:
   std::size_t size() const noexcept { return marks_.size(); }
 
 private:
-  std::unordered_map<std::string, mark> marks_;
-  std::deque<std::pair<std::int64_t, std::string>> order_;
+  // A mark, linked into the order the marks were made (it unlinks itself
+  // when erased); `key` is its key in `marks_` (nodes do not move).
+  struct entry : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>> {
+    mark m;
+    const std::string* key = nullptr;
+  };
+
+  // Declared first: destroyed after the marks, which unlink from it.
+  boost::intrusive::list<entry, boost::intrusive::constant_time_size<false>> order_;
+  std::unordered_map<std::string, entry> marks_;
 };
 
 } // namespace troupe::delivery::detail

@@ -141,15 +141,7 @@ public:
   /// recorded (`claim`); none if the ID is free.
   std::optional<std::string> holder(const std::string& id) const {
     std::lock_guard g(mutex_);
-    if (auto it = pending_.find(id); it != pending_.end()) return it->second.out.to;
-    if (auto it = claimed_.find(id); it != claimed_.end()) return it->second;
-    return std::nullopt;
-  }
-
-  /// The receiver of the dead letter under `id`, if there is one.
-  std::optional<std::string> dead_to(const std::string& id) const {
-    std::lock_guard g(mutex_);
-    if (auto it = dead_.find(id); it != dead_.end()) return it->second;
+    if (const auto* h = holder_of(id)) return *h;
     return std::nullopt;
   }
 
@@ -163,14 +155,41 @@ public:
   /// `add_reserved` tracks it or `unclaim` gives it up.
   void claim(const std::string& id, const std::string& to) {
     std::lock_guard g(mutex_);
-    claimed_.insert_or_assign(id, to);
+    claim_locked(id, to);
+  }
+
+  /// What `reserve` found.
+  struct reservation {
+    enum class outcome : std::uint8_t {
+      reserved,      ///< room reserved and the ID claimed for `o.to`
+      same,          ///< a delivery under the ID is unconfirmed to `o.to`: it is that one
+      full,          ///< no room: nothing reserved
+      dead_elsewhere, ///< a dead letter under the ID is to `other`
+      held_elsewhere, ///< a delivery under the ID is unconfirmed (or being recorded) to `other`
+    } what = outcome::reserved;
+    std::string other;
+  };
+
+  /// For a new delivery `o`, under one lock: refused if its ID is a dead
+  /// letter's or another receiver's delivery's, the same delivery if it is
+  /// unconfirmed to `o.to`, else room for it reserved and its ID claimed.
+  reservation reserve(const outgoing& o) {
+    using r = reservation::outcome;
+    std::lock_guard g(mutex_);
+    if (!dead_.empty())
+      if (auto it = dead_.find(o.id); it != dead_.end() && it->second != o.to) return {r::dead_elsewhere, it->second};
+    if (const auto* h = holder_of(o.id)) return *h == o.to ? reservation{r::same, {}} : reservation{r::held_elsewhere, *h};
+    if (pending_.size() + reserved_ + 1 > policy_.max_unconfirmed) return {r::full, {}};
+    ++reserved_;
+    claim_locked(o.id, o.to);
+    return {};
   }
 
   /// Gives up a claim and its reserved room (its record was not written).
   void unclaim(const std::string& id) {
     {
       std::lock_guard g(mutex_);
-      claimed_.erase(id);
+      release_claim(id);
     }
     unreserve(1);
   }
@@ -185,13 +204,13 @@ public:
       std::lock_guard g(mutex_);
       reserved_ -= std::min<std::size_t>(1, reserved_);
       if (closed_) {
-        claimed_.erase(o.id);
+        release_claim(o.id);
         return;
       }
       late = past_horizon(o, troupe::detail::now_ms());
       // Late: the ID stays claimed until it is buried (see `bury`).
       if (!late) {
-        claimed_.erase(o.id);
+        release_claim(o.id);
         m = track(std::move(o), clock::now());
       }
     }
@@ -286,6 +305,37 @@ private:
     e.slot = schedule_.emplace(due, id);
   }
 
+  /// With the mutex held: the receiver `id` is unconfirmed or being
+  /// recorded to, or null.
+  const std::string* holder_of(const std::string& id) const {
+    if (auto it = pending_.find(id); it != pending_.end()) return &it->second.out.to;
+    if (claimed_.empty()) return nullptr;
+    if (auto it = claimed_.find(id); it != claimed_.end()) return &it->second;
+    return nullptr;
+  }
+
+  /// With the mutex held. A released claim's node is kept for the next
+  /// claim (one delivery after another costs no allocation for it).
+  void claim_locked(const std::string& id, const std::string& to) {
+    if (spare_claim_) {
+      spare_claim_.key() = id;
+      spare_claim_.mapped() = to;
+      auto [it, fresh, node] = claimed_.insert(std::move(spare_claim_));
+      if (!fresh) {
+        it->second = to;
+        spare_claim_ = std::move(node);
+      }
+      return;
+    }
+    claimed_.insert_or_assign(id, to);
+  }
+
+  /// With the mutex held.
+  void release_claim(const std::string& id) {
+    auto node = claimed_.extract(id);
+    if (node && !spare_claim_) spare_claim_ = std::move(node);
+  }
+
   /// With the mutex held.
   void forget(std::unordered_map<std::string, entry>::iterator it) {
     if (it->second.slot) schedule_.erase(*it->second.slot);
@@ -314,7 +364,7 @@ private:
         // Past its horizon already (found at a restart long after): never
         // sent late.
         if (past_horizon(o, wall)) {
-          claimed_.insert_or_assign(o.id, o.to); // until buried
+          claim_locked(o.id, o.to); // until buried
           late.push_back(std::move(o));
           continue;
         }
@@ -386,7 +436,7 @@ private:
         e.slot.reset();
         if ((policy_.max_attempts != 0 && e.attempts >= policy_.max_attempts && !own(e.out)) ||
             past_horizon(e.out, wall)) {
-          claimed_.insert_or_assign(e.out.id, e.out.to); // until buried
+          claim_locked(e.out.id, e.out.to); // until buried
           give_up.emplace_back(std::move(e.out), e.attempts);
           forget(it);
           continue;
@@ -426,7 +476,7 @@ private:
     std::vector<waiter> ws;
     {
       std::lock_guard g(mutex_);
-      claimed_.erase(o.id);
+      release_claim(o.id);
       if (ec) {
         // Still pending in the store: keep trying it.
         if (closed_) return;
@@ -463,6 +513,7 @@ private:
   std::unordered_set<std::uint64_t> queued_; // received (sender, ID) (queue_key), waiting in the mailbox
   std::size_t reserved_ = 0;
   std::unordered_map<std::string, std::string> claimed_; // ID -> receiver, reserved and being recorded
+  decltype(claimed_)::node_type spare_claim_;           // a released claim's node, for the next
   std::unordered_map<std::string, std::string> dead_;    // ID -> receiver, dead letters
   std::vector<waiter> waiters_;
   delivery_stats stats_;
