@@ -215,8 +215,26 @@ void deliver_confirm(benchmark::State& state, tp::durability mode) {
 void deliver_confirm_sync(benchmark::State& state) { deliver_confirm(state, tp::durability::sync); }
 void deliver_confirm_async(benchmark::State& state) { deliver_confirm(state, tp::durability::async); }
 
+/// Admitting N reliable actors' policies to one transport (every reliable
+/// actor's constructor does): items are admissions; run at N and 4N, the
+/// rate should not fall with N.
+void transport_admit(benchmark::State& state) {
+  const auto n = state.range(0);
+  std::vector<std::string> names;
+  for (long i = 0; i < n; ++i) names.push_back("order-" + std::to_string(i));
+  for (auto _ : state) {
+    td::local_transport t;
+    for (long i = 0; i < n; ++i)
+      t.admit(names[static_cast<std::size_t>(i)], std::chrono::hours(1),
+              i % 2 ? std::optional(std::chrono::milliseconds(std::chrono::hours(24))) : std::nullopt);
+    benchmark::DoNotOptimize(t.knows(names.back()));
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 } // namespace
 
+BENCHMARK(transport_admit)->Arg(20'000)->Arg(80'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(raw_records_sync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(deliver_confirm_sync)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(deliver_confirm_async)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);

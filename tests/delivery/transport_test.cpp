@@ -60,3 +60,24 @@ TEST_CASE("a transport refuses a receiver whose retention is shorter than a send
   }
   t.admit("patient-receiver", 1s, std::chrono::milliseconds::max());
 }
+
+TEST_CASE("a name admitted again replaces its admission: only the others' policies are checked against it") {
+  td::local_transport t;
+  t.admit("receiver", 1s, 10s);
+  t.admit("receiver", 1s, 20s); // restarted with a longer retention: its 10 s is gone
+  t.admit("sender", 15s, std::nullopt);
+  CHECK_THROWS_AS(t.admit("receiver", 1s, 12s), troupe::error); // the sender's 15 s
+  CHECK(t.retention_of("receiver") == 20s);                       // a refused admission records nothing
+  t.admit("sender", 5s, std::nullopt);                            // restarted with a shorter horizon
+  t.admit("receiver", 1s, 12s);
+  CHECK(t.retention_of("receiver") == 12s);
+  t.admit("receiver", 1s, std::nullopt); // no longer receives
+  CHECK_FALSE(t.retention_of("receiver"));
+  t.admit("long-sender", 1h, std::nullopt); // nothing keeps marks for less now
+  // Two with the same policy, each checked against the other, not itself.
+  t.admit("twin-a", 1h, 1h);
+  t.admit("twin-b", 1h, 1h);
+  CHECK_THROWS_AS(t.admit("short", 1s, 30min), troupe::error);
+  CHECK(t.knows("twin-a"));
+  CHECK_FALSE(t.knows("short"));
+}

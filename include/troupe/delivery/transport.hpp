@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -85,18 +86,39 @@ public:
   /// for `retention` (`max()`: forever). Throws `invalid_argument` naming
   /// both actors, and records nothing, if some receiver known here would
   /// forget a delivery ID while some sender may still redeliver it.
+  /// O(log n) in the names admitted: only the shortest retention and the
+  /// longest horizon of the others need checking.
   void admit(const std::string& name, std::chrono::milliseconds horizon,
              std::optional<std::chrono::milliseconds> retention) {
     std::lock_guard g(policies_mutex_);
-    for (auto& [receiver, kept] : retentions_)
-      if (receiver != name && kept < horizon) throw refusal(name, horizon, receiver, kept);
+    // A name admitted again (an actor restarted) replaces its admission.
+    for (auto it = by_retention_.begin(); it != by_retention_.end(); ++it)
+      if (it->second != name) {
+        if (it->first < horizon) throw refusal(name, horizon, it->second, it->first);
+        break;
+      }
     if (retention) {
       if (*retention < horizon) throw refusal(name, horizon, name, *retention);
-      for (auto& [sender, h] : horizons_)
-        if (sender != name && *retention < h) throw refusal(sender, h, name, *retention);
-      retentions_[name] = *retention;
+      for (auto it = by_horizon_.rbegin(); it != by_horizon_.rend(); ++it)
+        if (it->second != name) {
+          if (*retention < it->first) throw refusal(it->second, it->first, name, *retention);
+          break;
+        }
     }
-    horizons_[name] = horizon;
+    if (auto it = retentions_.find(name); it != retentions_.end()) {
+      by_retention_.erase({it->second, name});
+      retentions_.erase(it);
+    }
+    if (retention) {
+      retentions_.emplace(name, *retention);
+      by_retention_.emplace(*retention, name);
+    }
+    auto [it, fresh] = horizons_.try_emplace(name, horizon);
+    if (!fresh) {
+      by_horizon_.erase({it->second, name});
+      it->second = horizon;
+    }
+    by_horizon_.emplace(horizon, name);
   }
 
   /// The dedup retention `admit` recorded for the receiver `name`, if any.
@@ -182,6 +204,9 @@ private:
   std::mutex policies_mutex_;
   std::unordered_map<std::string, std::chrono::milliseconds> horizons_;
   std::unordered_map<std::string, std::chrono::milliseconds> retentions_;
+  // The same, ordered by value (the shortest retention and the longest
+  // horizon are what `admit` checks).
+  std::set<std::pair<std::chrono::milliseconds, std::string>> by_horizon_, by_retention_;
   std::unordered_set<std::string> warned_;
   bool warned_enough_ = false; // max_warned_senders were named: no more
   std::function<void(const std::string&)> warning_;
