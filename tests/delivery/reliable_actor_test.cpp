@@ -527,6 +527,30 @@ TEST_CASE("a duplicate after the retention window is processed again (documented
   CHECK(w.taken(r).taken.begin()->second == 2);
 }
 
+TEST_CASE("one sweep removes every expired mark, a batch at a time, not one batch per interval") {
+  world w;
+  auto o = short_horizon(30ms);
+  o.dedup.sweep_interval = std::chrono::hours(1); // only the sweep told below
+  o.dedup.sweep_batch = 3;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  for (long n = 1; n <= 20; ++n) test::get(s.ask(send_item{n}, asio::use_future));
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 20; }));
+  const auto marks = [&] {
+    std::size_t n = 0;
+    REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup_v2"), td::detail::key_prefix("receiver"),
+                                [&](auto, auto) { return ++n, true; }));
+    return n;
+  };
+  CHECK(marks() == 20);
+  std::this_thread::sleep_for(40ms); // past the retention
+  REQUIRE_FALSE(r.tell(td::detail::sweep_tick{}));
+  // Seven batches of at most three, one after another (before: three
+  // marks, then nothing for an hour).
+  CHECK(w.eventually([&] { return marks() == 0; }));
+  CHECK(w.taken(r).taken.size() == 20);
+}
+
 TEST_CASE("a receiver whose retention is shorter than a sender's redelivery horizon is refused") {
   world w;
   auto o = fast_options();

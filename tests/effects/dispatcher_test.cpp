@@ -5,6 +5,8 @@
 
 #include "world.hpp"
 
+#include <thread>
+
 using namespace effects_world;
 
 using namespace std::chrono_literals;
@@ -399,6 +401,32 @@ TEST_CASE("retention removes completed records after their time and failed ones 
   CHECK(w.record("pending")->status == effect_status::pending);
   pending->hold = false;
   REQUIRE(w.settled(s, "pending", effect_status::completed));
+}
+
+TEST_CASE("one sweep removes every finished record whose time came, a batch at a time, not one batch per interval") {
+  world w;
+  auto ok = w.new_script();
+  te::adapters a;
+  a.add("task", queryable{ok}, fast_retries());
+  auto o = fast_dispatcher();
+  o.retention.completed = 20ms;
+  o.retention.sweep_interval = std::chrono::hours(1); // only the sweep told below
+  o.retention.sweep_batch = 2;
+  auto d = w.dispatcher(std::move(a), o);
+  auto s = w.owner();
+  for (int i = 0; i < 9; ++i) CHECK(test::get(s.ask(start_task{"done:" + std::to_string(i)}, asio::use_future)));
+  for (int i = 0; i < 9; ++i) REQUIRE(w.settled(s, "done:" + std::to_string(i), effect_status::completed));
+  // Each owner has confirmed its outcome (a record stays until then).
+  REQUIRE(w.eventually([&] { return test::get(d.ask(td::delivery_status{}, asio::use_future)).unconfirmed == 0; }));
+  std::this_thread::sleep_for(30ms); // past the retention
+  REQUIRE_FALSE(d.tell(te::detail::sweep{}));
+  // Five batches of at most two, one after another (before: two records,
+  // then nothing for an hour).
+  CHECK(w.eventually([&] {
+    for (int i = 0; i < 9; ++i)
+      if (w.record("done:" + std::to_string(i))) return false;
+    return true;
+  }));
 }
 
 TEST_CASE("with a faulty gateway over many seeded runs, nothing is charged twice and every effect ends completed, "

@@ -51,7 +51,9 @@ struct dedup_policy {
   /// horizon of every sender (checked for the senders of the same
   /// transport). `max()`: forever.
   std::chrono::milliseconds retention{std::chrono::hours(24)};
-  /// How often old marks are removed, and how many at most each time.
+  /// How often old marks are removed, and how many in one write: a full
+  /// batch is followed at once by the next (after what waits in the
+  /// mailbox), so the sweep keeps up with any rate of deliveries.
   std::chrono::milliseconds sweep_interval{std::chrono::minutes(1)};
   std::size_t sweep_batch = 10'000;
 };

@@ -160,7 +160,13 @@ public:
     std::vector<persistence::table_write> tables;
     for (auto& key : marks_.expire(cutoff, options_.dedup.sweep_batch))
       tables.push_back(persistence::table_write::erase(tables_.dedup, dedup_key(key)));
-    if (!tables.empty()) co_await this->persist_all_with(std::move(tables));
+    if (tables.empty()) co_return;
+    const bool full = tables.size() == options_.dedup.sweep_batch;
+    co_await this->persist_all_with(std::move(tables));
+    // A full batch: more may have expired. The next batch goes at once,
+    // after what waits in the mailbox (the sweep keeps up with any rate of
+    // deliveries, a batch at a time).
+    if (full) (void)this->actor_context().self().tell(detail::sweep_tick{});
   }
 
   task<std::vector<dead_letter>> troupe_handle(list_dead_letters) {

@@ -214,6 +214,10 @@ public:
       due.push_back(std::move(e));
     }
     if (due.empty()) co_return;
+    // A full batch: more may be due. The next batch goes at once, after
+    // what waits in the mailbox (the sweep keeps up with any rate of
+    // effects, a batch at a time; what stays is due again an interval on).
+    if (due.size() == options_.retention.sweep_batch) (void)this->actor_context().self().tell(detail::sweep{});
     // Reported by another dispatcher (or by one before a restart): whether
     // that delivery is still recorded, in the store.
     std::vector<bool> unconfirmed(due.size(), false);

@@ -18,7 +18,9 @@ struct retention_policy {
   /// `failed`. Unknown ones are kept until an operator resolves them.
   std::chrono::milliseconds completed{std::chrono::hours(24)};
   std::chrono::milliseconds failed{std::chrono::hours(24 * 7)};
-  /// How often, and how many at most each time.
+  /// How often, and how many in one write: a full batch is followed at
+  /// once by the next (after what waits in the mailbox), so the sweep
+  /// keeps up with any rate of effects.
   std::chrono::milliseconds sweep_interval{std::chrono::minutes(1)};
   std::size_t sweep_batch = 10'000;
 };
