@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -236,5 +237,27 @@ TEST_CASE("reserve refuses an ID held for another receiver, finds the same deliv
   CHECK(t->reserve(to("c", "warehouse")).what == outcome::held_elsewhere);
   t->acknowledge({"shop", "warehouse", td::delivery_id("a"), std::nullopt});
   CHECK_FALSE(t->holder("a"));
+  t->close();
+}
+
+TEST_CASE("a tracker whose deliveries were all confirmed goes idle, and redelivers the next one unconfirmed") {
+  fixture f;
+  td::redelivery_policy p;
+  p.initial_backoff = 2ms;
+  p.max_backoff = 4ms;
+  p.jitter = 0;
+  p.max_attempts = 0;
+  auto t = f.tracker(p);
+  t->start({});
+  REQUIRE(t->try_reserve(1));
+  t->add_reserved(out("a"));
+  t->acknowledge({"shop", "warehouse", td::delivery_id("a"), std::nullopt});
+  std::this_thread::sleep_for(20ms); // idle: nothing is due
+  const auto idle = t->stats();
+  CHECK(idle.resent == 0);
+  REQUIRE(t->try_reserve(1));
+  t->add_reserved(out("b"));
+  REQUIRE(f.eventually([&] { return t->stats().resent >= 2; }));
+  for (auto& m : f.s->sent_now()) CHECK((m.id.str() == "a" || m.id.str() == "b"));
   t->close();
 }

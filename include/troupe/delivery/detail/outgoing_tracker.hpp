@@ -303,6 +303,7 @@ private:
   void schedule(entry& e, const std::string& id, clock::time_point due) {
     if (e.slot) schedule_.erase(*e.slot);
     e.slot = schedule_.emplace(due, id);
+    arm();
   }
 
   /// With the mutex held: the receiver `id` is unconfirmed or being
@@ -408,10 +409,18 @@ private:
     return std::chrono::duration_cast<clock::duration>(troupe::detail::jittered(d, policy_.jitter, rng_));
   }
 
-  /// With the mutex held.
+  /// With the mutex held: the timer waits for the earliest delivery due
+  /// again (at least a tick from now, so that what is due together goes
+  /// together), and is idle when none is (a tracker with nothing
+  /// unconfirmed — most of them, in a process with many finished actors —
+  /// costs no timer, one waiting out a long backoff wakes once).
   void arm() {
-    if (closed_) return;
-    timer_->expires_after(tick_);
+    if (closed_ || schedule_.empty()) return;
+    const auto due = std::max(schedule_.begin()->first, clock::now() + tick_);
+    if (armed_ && armed_at_ <= due) return;
+    armed_ = true;
+    armed_at_ = due;
+    timer_->expires_at(due); // an earlier wait, if any, ends aborted
     timer_->async_wait([w = this->weak_from_this()](std::error_code ec) {
       if (ec) return;
       if (auto self = w.lock()) self->tick();
@@ -424,6 +433,7 @@ private:
     std::vector<redelivery_warning> warnings;
     {
       std::lock_guard g(mutex_);
+      armed_ = false;
       if (closed_) return;
       const auto t = clock::now();
       const auto wall = troupe::detail::now_ms();
@@ -507,6 +517,8 @@ private:
 
   mutable std::mutex mutex_;
   std::optional<asio::steady_timer> timer_;
+  bool armed_ = false; // the timer waits, until `armed_at_` (see `arm`)
+  clock::time_point armed_at_{};
   std::minstd_rand rng_;
   std::unordered_map<std::string, entry> pending_;
   schedule_map schedule_;                    // pending deliveries by the time they are due again
