@@ -248,7 +248,14 @@ public:
     auto r = read_db();
     if (!r.db) return errc::storage_failure;
     auto* cf = layout_.table_cf(t);
-    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(rocksdb::ReadOptions{}, cf));
+    // Bounded at the prefix's end: a prefix whose keys were all deleted is
+    // not read past (the iterator would skip every deletion that follows,
+    // other prefixes' included, to find the next live key).
+    const auto end = detail::prefix_end(prefix);
+    const rocksdb::Slice upper(end);
+    rocksdb::ReadOptions ro;
+    if (!end.empty()) ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, cf));
     for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
       auto key = it->key().ToStringView();
       if (!key.starts_with(prefix)) break;
@@ -268,14 +275,16 @@ public:
     if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
     if (from > to || max == 0) return {};
     const auto prefix = detail::id_prefix(pid);
-    const auto end = detail::seq_key(prefix, to == max_sequence_nr ? to : to + 1);
+    // Bounded at the range's end, or the ID's: never read past into the
+    // deletions of the IDs that follow.
+    const auto end = to == max_sequence_nr ? detail::prefix_end(prefix) : detail::seq_key(prefix, to + 1);
     rocksdb::ReadOptions ro;
     // A replay reads its range once, front to back: do not evict hotter
     // blocks for it, and read ahead in large steps.
     ro.fill_cache = false;
     ro.readahead_size = 2 << 20;
     rocksdb::Slice upper(end);
-    if (to != max_sequence_nr) ro.iterate_upper_bound = &upper;
+    if (!end.empty()) ro.iterate_upper_bound = &upper;
     auto r = read_db();
     if (!r.db) return errc::storage_failure;
     std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, journal_cf()));
@@ -374,7 +383,10 @@ public:
     const auto prefix = detail::id_prefix(pid);
     auto r = read_db();
     if (!r.db) return errc::storage_failure;
-    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
+    const rocksdb::Slice lower(prefix); // not read past into the IDs before
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower;
+    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, snapshots_cf()));
     snapshot_record s;
     for (it->SeekForPrev(detail::seq_key(prefix, c.max_seq)); it->Valid(); it->Prev()) {
       auto key = it->key().ToStringView();
@@ -410,7 +422,11 @@ public:
     const auto prefix = detail::id_prefix(pid);
     auto r = read_db();
     if (!r.db) return errc::storage_failure;
-    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(rocksdb::ReadOptions{}, snapshots_cf()));
+    const auto end = detail::prefix_end(prefix); // not read past into the IDs after
+    const rocksdb::Slice upper(end);
+    rocksdb::ReadOptions ro;
+    if (!end.empty()) ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, snapshots_cf()));
     std::vector<std::string> doomed;
     snapshot_record s;
     for (it->Seek(detail::seq_key(prefix, c.min_seq)); it->Valid(); it->Next()) {

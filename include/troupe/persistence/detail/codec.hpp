@@ -39,6 +39,15 @@ inline std::string id_prefix(std::string_view pid) {
   return troupe::detail::prefixed(pid, 8);
 }
 
+/// The first key past every key that starts with `prefix` (bytewise
+/// order); empty if there is none (`prefix` empty or all 0xFF bytes).
+inline std::string prefix_end(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xFF) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
 /// Prefix + big-endian sequence number: keys of one ID sort by sequence.
 inline std::string seq_key(std::string_view prefix, sequence_nr seq) {
   std::string k(prefix);

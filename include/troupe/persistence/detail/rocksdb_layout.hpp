@@ -53,7 +53,10 @@ struct rocksdb_layout {
 
   /// The number of the last event of the ID with `seq <= at_most` (0 if none).
   sequence_nr last_seq(const std::string& prefix, sequence_nr at_most) const {
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions{}, journal));
+    const rocksdb::Slice lower(prefix); // not read past into the IDs before
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower;
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, journal));
     it->SeekForPrev(seq_key(prefix, at_most));
     if (it->Valid() && has_prefix(it->key().ToStringView(), prefix)) return seq_of_key(it->key().ToStringView());
     if (!it->status().ok())
