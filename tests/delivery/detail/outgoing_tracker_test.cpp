@@ -107,6 +107,17 @@ td::detail::outgoing out(std::string id) {
   return {"warehouse", std::move(id), "t.item", 1, "{}", troupe::detail::now_ms()};
 }
 
+/// Redelivered every 2-4 ms, without jitter, `attempts` times at most (0:
+/// without end).
+td::redelivery_policy quick(std::uint32_t attempts) {
+  td::redelivery_policy p;
+  p.initial_backoff = 2ms;
+  p.max_backoff = 4ms;
+  p.jitter = 0;
+  p.max_attempts = attempts;
+  return p;
+}
+
 td::redelivery_policy slow() {
   td::redelivery_policy p;
   p.initial_backoff = 1h;
@@ -141,12 +152,8 @@ TEST_CASE("recovered deliveries are sent at once, an acknowledgement forgets one
 
 TEST_CASE("an unconfirmed delivery is sent again with the same ID, warned about, then dead-lettered atomically") {
   fixture f;
-  td::redelivery_policy p;
-  p.initial_backoff = 2ms;
-  p.max_backoff = 4ms;
-  p.jitter = 0;
+  auto p = quick(3);
   p.warn_after = 2;
-  p.max_attempts = 3;
   auto t = f.tracker(p);
   t->start({});
   REQUIRE(t->try_reserve(1));
@@ -242,12 +249,7 @@ TEST_CASE("reserve refuses an ID held for another receiver, finds the same deliv
 
 TEST_CASE("a tracker whose deliveries were all confirmed goes idle, and redelivers the next one unconfirmed") {
   fixture f;
-  td::redelivery_policy p;
-  p.initial_backoff = 2ms;
-  p.max_backoff = 4ms;
-  p.jitter = 0;
-  p.max_attempts = 0;
-  auto t = f.tracker(p);
+  auto t = f.tracker(quick(0));
   t->start({});
   REQUIRE(t->try_reserve(1));
   t->add_reserved(out("a"));
