@@ -4,6 +4,7 @@
 
 #include <troupe/actor_system.hpp>
 #include <troupe/testing/faulty_transport.hpp>
+#include <troupe/testing/wall_clock.hpp>
 #include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 
@@ -543,7 +544,10 @@ TEST_CASE("one sweep removes every expired mark, a batch at a time, not one batc
     return n;
   };
   CHECK(marks() == 20);
-  std::this_thread::sleep_for(40ms); // past the retention
+  troupe::testing::step_wall_clock(1s); // past the retention, without waiting for it
+  struct step_back {
+    ~step_back() { troupe::testing::step_wall_clock(-1s); }
+  } back;
   REQUIRE_FALSE(r.tell(td::detail::sweep_tick{}));
   // Seven batches of at most three, one after another (before: three
   // marks, then nothing for an hour).

@@ -5,7 +5,7 @@
 
 #include "world.hpp"
 
-#include <thread>
+#include <troupe/testing/wall_clock.hpp>
 
 using namespace effects_world;
 
@@ -418,7 +418,10 @@ TEST_CASE("one sweep removes every finished record whose time came, a batch at a
   for (int i = 0; i < 9; ++i) REQUIRE(w.settled(s, "done:" + std::to_string(i), effect_status::completed));
   // Each owner has confirmed its outcome (a record stays until then).
   REQUIRE(w.eventually([&] { return test::get(d.ask(td::delivery_status{}, asio::use_future)).unconfirmed == 0; }));
-  std::this_thread::sleep_for(30ms); // past the retention
+  troupe::testing::step_wall_clock(std::chrono::seconds(1)); // past the retention, without waiting for it
+  struct step_back {
+    ~step_back() { troupe::testing::step_wall_clock(-std::chrono::milliseconds(1000)); }
+  } back;
   REQUIRE_FALSE(d.tell(te::detail::sweep{}));
   // Five batches of at most two, one after another (before: two records,
   // then nothing for an hour).
