@@ -7,6 +7,7 @@
 #include <troupe/concepts.hpp>
 #include <troupe/error.hpp>
 #include <troupe/lifecycle.hpp>
+#include <troupe/detail/ask.hpp>
 #include <troupe/detail/cell.hpp>
 
 #include <asio/associated_executor.hpp>
@@ -24,16 +25,6 @@ template <class T>
 class actor_ref;
 
 namespace detail {
-/// Messages and replies move between threads inside `noexcept` code: their
-/// move may not throw.
-template <class M>
-inline constexpr bool movable_message = std::is_nothrow_move_constructible_v<M>;
-
-template <class X>
-inline constexpr bool is_duration = false;
-template <class Rep, class Period>
-inline constexpr bool is_duration<std::chrono::duration<Rep, Period>> = true;
-
 /// The cell behind a reference (tests and diagnostics).
 template <class T>
 cell_base* cell_of(const actor_ref<T>& r) noexcept;
@@ -81,8 +72,7 @@ public:
   template <class M>
     requires handles<T, std::decay_t<M>>
   std::error_code tell(M&& msg) const {
-    static_assert(detail::movable_message<std::decay_t<M>>,
-                  "troupe: a message type must be nothrow move constructible (it is moved in noexcept code)");
+    detail::check_message<std::decay_t<M>>();
     return cell_->enqueue(new detail::tell_envelope<T, std::decay_t<M>>(std::forward<M>(msg)));
   }
 
@@ -111,13 +101,7 @@ public:
     requires handles<T, std::decay_t<M>>
   auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
     using reply = reply_type_t<T, std::decay_t<M>>;
-    static_assert(detail::movable_message<std::decay_t<M>>,
-                  "troupe: a message type must be nothrow move constructible (it is moved in noexcept code)");
-    static_assert(std::is_void_v<reply> || detail::movable_message<reply>,
-                  "troupe: the reply type of an ask must be nothrow move constructible (it is moved in noexcept code)");
-    static_assert(std::is_void_v<reply> || std::is_default_constructible_v<reply>,
-                  "troupe: the reply type of an ask must be default-constructible (it is passed with the error when "
-                  "the ask fails)");
+    detail::check_ask<std::decay_t<M>, reply>();
     return asio::async_initiate<Token, typename detail::ask_signature<reply>::type>(
         ask_initiation{cell_.get()}, token, std::forward<M>(msg),
         std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
@@ -129,8 +113,7 @@ public:
   template <class M, class Token = asio::use_awaitable_t<>>
     requires handles<T, std::decay_t<M>>
   auto send(M&& msg, Token&& token = Token{}) const {
-    static_assert(detail::movable_message<std::decay_t<M>>,
-                  "troupe: a message type must be nothrow move constructible (it is moved in noexcept code)");
+    detail::check_message<std::decay_t<M>>();
     return asio::async_initiate<Token, void(std::error_code)>(send_initiation{cell_.get()}, token,
                                                               std::forward<M>(msg));
   }
@@ -166,27 +149,9 @@ private:
     detail::cell<T>* c;
     template <class Handler, class M>
     void operator()(Handler&& h, M&& msg, std::chrono::nanoseconds timeout) const {
-      using envelope = detail::ask_envelope<T, std::decay_t<M>, std::decay_t<Handler>>;
-      // Asked from another system's threads: that system must know, to
-      // cancel the ask if it goes first.
-      auto* asker = detail::system_of(asio::get_associated_executor(h), c->sys());
-      if (asker == &c->sys()) asker = nullptr;
-      // A named message is copied: the envelope owns its message.
-      auto* e = new envelope(std::forward<Handler>(h), std::decay_t<M>(std::forward<M>(msg)), asker);
-      if (!e->list_with_asker()) {
-        e->dispose();
-        return;
-      }
-      // The timer is made on the system's pool: from outside its turns,
-      // counted in its posts until queued (a shutdown that closed every
-      // inbox waits for the count before it destroys the pool; one that
-      // has not yet, is seen closed here).
-      std::optional<detail::post_counter::guard> counted;
-      if (timeout.count() > 0) {
-        if (!detail::this_turn.in_turn || detail::this_turn.sys != &c->sys()) counted.emplace(c->sys().posts);
-        if (!c->closed()) e->arm(c->executor(), timeout);
-      }
-      c->enqueue_ask(e);
+      detail::initiate_ask<T>(
+          c->sys(), std::forward<Handler>(h), std::forward<M>(msg), timeout, [c = c] { return c->closed(); },
+          [c = c](auto* e) { c->enqueue_ask(e); });
     }
   };
 

@@ -6,17 +6,24 @@
 #include <troupe/actor_ref.hpp>
 #include <troupe/config.hpp>
 #include <troupe/context.hpp>
+#include <troupe/entity.hpp>
 #include <troupe/error.hpp>
 #include <troupe/detail/cell.hpp>
+#include <troupe/detail/region.hpp>
+#include <troupe/detail/spawn.hpp>
+#include <troupe/detail/type_name.hpp>
 
 #include <asio/post.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -80,43 +87,59 @@ public:
   template <class T, class... Args>
   actor_ref<T> spawn(const spawn_options& options, Args&&... args) {
     static_assert(!std::is_reference_v<T> && !std::is_const_v<T>, "troupe: spawn<T> needs a plain class type");
-    auto& s = *state_;
+    return actor_ref<T>(
+        detail::start_cell<T, detail::cell_impl<T, std::decay_t<Args>...>>(*state_, options, std::forward<Args>(args)...)
+            .get());
+  }
+
+  // -- entities -----------------------------------------------------------------
+
+  /// Makes the region of the entities of type `T`: actors addressed by a
+  /// key (`get(key)` of the result, or `entity<T>(key)`), activated by their
+  /// first message and passivated when idle (see `entity_ref`). Each
+  /// activation constructs a `T` from its context (if its constructor takes
+  /// one), its key (an `entity_id`, or `T::entity_key` if `T` declares it:
+  /// a persistent actor's `persistence_id`) and copies of `args`. One region
+  /// per type and system: a second throws `invalid_argument`.
+  template <class T, class... Args>
+  entity_region<T> entities(entity_options options, Args&&... args) {
+    static_assert(!std::is_reference_v<T> && !std::is_const_v<T>, "troupe: entities<T> needs a plain class type");
+    using key = typename detail::entity_key<T>::type;
+    using cell = detail::entity_cell<T, key, std::decay_t<Args>...>;
+    auto r = std::make_shared<detail::region<T>>(*state_, options);
+    spawn_options so;
+    so.supervision = options.supervision;
+    r->set_factory([so, made = std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...)](
+                       detail::region<T>& rg, detail::region_entry<T>& e) {
+      return std::apply(
+          [&](const auto&... a) {
+            return detail::start_cell<T, cell>(rg.sys(), so, rg.shared_from_this(), &e, key{e.key}, a...);
+          },
+          made);
+    });
     {
-      std::lock_guard g(s.mutex);
-      if (s.shutting_down) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
-      ++s.spawning;
+      std::lock_guard g(extensions_mutex_);
+      for (auto& [k, v] : extensions_)
+        if (k == &extension_key<detail::region<T>>)
+          throw error(errc::invalid_argument,
+                      "entities of " + std::string(detail::type_name<T>()) + " are already in this actor system");
+      extensions_.emplace_back(&extension_key<detail::region<T>>, r);
     }
-    struct spawning_done {
-      detail::system_state& s;
-      ~spawning_done() {
-        std::lock_guard g(s.mutex);
-        if (--s.spawning == 0) s.all_stopped.notify_all();
-      }
-    } counted{s};
-    // Until it is started, the actor's mailbox queues what is sent to it
-    // (by its own constructor, say) and runs nothing.
-    auto* c = new detail::cell_impl<T, std::decay_t<Args>...>(s, options, std::forward<Args>(args)...);
-    try {
-      c->construct(true);
-    } catch (...) {
-      c->abandon();
-      throw;
-    }
-    actor_ref<T> ref(c); // before shutdown can see the cell
-    {
-      std::unique_lock l(s.mutex);
-      if (s.shutting_down) {
-        l.unlock();
-        c->abandon();
-        throw error(errc::system_shutdown, "spawn while the actor system began shutting down");
-      }
-      c->reg_next = s.first;
-      if (s.first) s.first->reg_prev = c;
-      s.first = c;
-      ++s.live;
-    }
-    c->start();
-    return ref;
+    r->start_sweeper([this](std::weak_ptr<detail::region<T>> w, std::chrono::nanoseconds period) {
+      spawn<detail::region_sweeper<T>>(std::move(w), period);
+    });
+    return entity_region<T>(std::move(r));
+  }
+
+  /// The entity of type `T` named `key` (see `entities`). Throws
+  /// `invalid_argument` if this system has no region of `T`.
+  template <class T>
+  entity_ref<T> entity(std::string key) const {
+    auto r = extension<detail::region<T>>();
+    if (!r)
+      throw error(errc::invalid_argument, "no entities of " + std::string(detail::type_name<T>()) +
+                                              " in this actor system: call entities<T>(...) first");
+    return entity_region<T>(std::move(r)).get(std::move(key));
   }
 
   /// Stops every actor (each finishes its current handler, runs `on_stop`,
@@ -132,6 +155,7 @@ public:
     if (s.executor().running_in_this_thread())
       throw std::logic_error("troupe::actor_system::shutdown() called from one of its own threads");
     std::vector<detail::cell_base*> cells;
+    s.closing.store(true, std::memory_order_seq_cst);
     {
       std::unique_lock l(s.mutex);
       s.shutting_down = true;

@@ -21,6 +21,9 @@ enum class exit_reason : std::uint8_t {
   failure,
   /// The actor system shut down.
   system_shutdown,
+  /// An entity was passivated: idle, or its region held too many (see
+  /// `troupe::entity_options`). Its next message activates it again.
+  passivated,
 };
 
 /// Human-readable name of an exit reason.
@@ -29,6 +32,7 @@ constexpr std::string_view to_string(exit_reason r) noexcept {
   case exit_reason::normal: return "normal";
   case exit_reason::failure: return "failure";
   case exit_reason::system_shutdown: return "system shutdown";
+  case exit_reason::passivated: return "passivated";
   }
   return "unknown";
 }

@@ -10,6 +10,7 @@
 #include <troupe/concepts.hpp>
 #include <troupe/config.hpp>
 #include <troupe/context.hpp>
+#include <troupe/entity.hpp>
 #include <troupe/error.hpp>
 #include <troupe/hooks.hpp>
 #include <troupe/lifecycle.hpp>

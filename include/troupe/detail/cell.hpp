@@ -295,6 +295,15 @@ protected:
   /// Constructs the instance from the spawn arguments; `first` may move them.
   virtual void construct(bool first) = 0;
 
+public:
+  /// An entity's cell (see `entity.hpp`): asked to passivate (actor
+  /// context); and, once it has, hands what was still queued (`list`,
+  /// oldest first) to its next activation, returning what it did not take.
+  /// Plain actors never passivate.
+  virtual void passivation_requested() noexcept {}
+  virtual envelope_base* hand_over(envelope_base* list) noexcept { return list; }
+
+protected:
   std::optional<T> instance_;
 
 private:
@@ -417,7 +426,8 @@ private:
   /// reference (which may outlive the system).
   void finish_stop(bool keep_instance = false, bool registered = true) noexcept {
     auto reason = static_cast<exit_reason>(stop_reason_.load(std::memory_order_acquire));
-    if (reason != exit_reason::normal && reason != exit_reason::failure && reason != exit_reason::system_shutdown)
+    if (reason != exit_reason::normal && reason != exit_reason::failure && reason != exit_reason::system_shutdown &&
+        reason != exit_reason::passivated)
       reason = exit_reason::normal;
     auto stopped = stopped_error();
     auto drop = [&](envelope_base* list) {
@@ -430,8 +440,18 @@ private:
       }
       if (dead) sys_->dead_letters.fetch_add(dead, std::memory_order_relaxed);
     };
-    drop(std::exchange(cache_, nullptr));
-    drop(inbox_.close());
+    if (reason == exit_reason::passivated) {
+      // What waits goes to the entity's next activation (in order), not to
+      // the dead letters.
+      envelope_base* rest = std::exchange(cache_, nullptr);
+      envelope_base** end = &rest;
+      while (*end) end = &(*end)->next;
+      *end = inbox_.close();
+      drop(hand_over(rest));
+    } else {
+      drop(std::exchange(cache_, nullptr));
+      drop(inbox_.close());
+    }
     cancel_all_timers();
     auto& x = extras();
     x.backoff.reset();
@@ -468,7 +488,7 @@ private:
 };
 
 template <class T, class... Args>
-class cell_impl final : public cell<T> {
+class cell_impl : public cell<T> {
 public:
   template <class... A>
   cell_impl(system_state& s, const spawn_options& o, A&&... a) : cell<T>(s, o), args_(std::forward<A>(a)...) {}

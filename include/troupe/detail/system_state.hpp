@@ -105,6 +105,10 @@ struct system_state {
   /// shutdown waits for them (their constructors use the pool).
   std::size_t spawning = 0;
   bool shutting_down = false;
+  /// Set as `shutdown()` begins (the pool lives on until every post counted
+  /// in `posts` has returned): what may arm a timer on the pool from outside
+  /// its turns checks it after counting itself there.
+  std::atomic<bool> closing{false};
 
   // Asks of this system's coroutines to other systems' actors, pending.
   std::mutex asks_mutex;

@@ -1,0 +1,78 @@
+#pragma once
+
+// Making an ask: its envelope, its asker's registration and its timer, for
+// whatever it is addressed to (an actor, an entity).
+
+#include <troupe/detail/envelope.hpp>
+#include <troupe/detail/post_counter.hpp>
+#include <troupe/detail/system_state.hpp>
+#include <troupe/detail/turn.hpp>
+
+#include <asio/associated_executor.hpp>
+
+#include <chrono>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace troupe::detail {
+
+/// Messages and replies move between threads inside `noexcept` code: their
+/// move may not throw.
+template <class M>
+inline constexpr bool movable_message = std::is_nothrow_move_constructible_v<M>;
+
+template <class X>
+inline constexpr bool is_duration = false;
+template <class Rep, class Period>
+inline constexpr bool is_duration<std::chrono::duration<Rep, Period>> = true;
+
+/// What every message type sent must be.
+template <class M>
+constexpr void check_message() {
+  static_assert(movable_message<M>,
+                "troupe: a message type must be nothrow move constructible (it is moved in noexcept code)");
+}
+
+/// What the message and the reply type `R` of an ask must be.
+template <class M, class R>
+constexpr void check_ask() {
+  check_message<M>();
+  static_assert(std::is_void_v<R> || movable_message<R>,
+                "troupe: the reply type of an ask must be nothrow move constructible (it is moved in noexcept code)");
+  static_assert(std::is_void_v<R> || std::is_default_constructible_v<R>,
+                "troupe: the reply type of an ask must be default-constructible (it is passed with the error when "
+                "the ask fails)");
+}
+
+/// Makes the ask envelope of `msg` to an actor of type `T` in the system
+/// `s`, lists it with its asker (when the handler runs on another system's
+/// threads), arms its timeout unless `closed()`, and hands it to `enqueue`
+/// (which queues it, or completes it with an error: `cell::enqueue_ask`).
+template <class T, class M, class Handler, class Closed, class Enqueue>
+void initiate_ask(system_state& s, Handler&& h, M&& msg, std::chrono::nanoseconds timeout, Closed&& closed,
+                  Enqueue&& enqueue) {
+  using envelope = ask_envelope<T, std::decay_t<M>, std::decay_t<Handler>>;
+  // Asked from another system's threads: that system must know, to cancel
+  // the ask if it goes first.
+  auto* asker = system_of(asio::get_associated_executor(h), s);
+  if (asker == &s) asker = nullptr;
+  // A named message is copied: the envelope owns its message.
+  auto* e = new envelope(std::forward<Handler>(h), std::decay_t<M>(std::forward<M>(msg)), asker);
+  if (!e->list_with_asker()) {
+    e->dispose();
+    return;
+  }
+  // The timer is made on the system's pool: from outside its turns, counted
+  // in its posts until queued (a shutdown that closed every inbox waits for
+  // the count before it destroys the pool; one that has not yet, is seen
+  // closed here).
+  std::optional<post_counter::guard> counted;
+  if (timeout.count() > 0) {
+    if (!this_turn.in_turn || this_turn.sys != &s) counted.emplace(s.posts);
+    if (!closed()) e->arm(s.executor(), timeout);
+  }
+  enqueue(e);
+}
+
+} // namespace troupe::detail

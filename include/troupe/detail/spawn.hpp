@@ -1,0 +1,61 @@
+#pragma once
+
+// Starting an actor's cell: the one way every actor comes to life (spawn,
+// an entity's activation).
+
+#include <troupe/config.hpp>
+#include <troupe/error.hpp>
+#include <troupe/detail/cell.hpp>
+#include <troupe/detail/system_state.hpp>
+
+#include <mutex>
+#include <utility>
+
+namespace troupe::detail {
+
+/// Constructs a cell of type `Cell` (a `cell<T>`) from `args`, its actor
+/// instance with it, registers it with `s` and starts it. Returns it, with a
+/// reference for the caller. The constructor's exception propagates; throws
+/// `troupe::error` with `errc::system_shutdown` once the system began
+/// shutting down.
+template <class T, class Cell, class... A>
+cell_ptr<cell<T>> start_cell(system_state& s, const spawn_options& options, A&&... args) {
+  {
+    std::lock_guard g(s.mutex);
+    if (s.shutting_down) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
+    ++s.spawning;
+  }
+  struct spawning_done {
+    system_state& s;
+    ~spawning_done() {
+      std::lock_guard g(s.mutex);
+      if (--s.spawning == 0) s.all_stopped.notify_all();
+    }
+  } counted{s};
+  // Until it is started, the actor's mailbox queues what is sent to it (by
+  // its own constructor, say) and runs nothing.
+  auto* c = new Cell(s, options, std::forward<A>(args)...);
+  try {
+    c->construct(true);
+  } catch (...) {
+    c->abandon();
+    throw;
+  }
+  cell_ptr<cell<T>> ref(c); // before shutdown can see the cell
+  {
+    std::unique_lock l(s.mutex);
+    if (s.shutting_down) {
+      l.unlock();
+      c->abandon();
+      throw error(errc::system_shutdown, "spawn while the actor system began shutting down");
+    }
+    c->reg_next = s.first;
+    if (s.first) s.first->reg_prev = c;
+    s.first = c;
+    ++s.live;
+  }
+  c->start();
+  return ref;
+}
+
+} // namespace troupe::detail
