@@ -23,6 +23,8 @@
 // order's.
 #include "workflow.hpp"
 
+#include <troupe/delivery/entities.hpp>
+#include <troupe/persistence/resume.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
 #include <asio/use_future.hpp>
@@ -120,58 +122,32 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 
 // -- run ---------------------------------------------------------------------------
 
-/// Counts the orders that have ended; shows progress on a terminal.
+/// Counts the orders that end in this run (each order says so once, from
+/// the handler whose write ended it); shows progress on a terminal.
 class progress {
 public:
-  progress(long total, bool show) : total_(total), show_(show) {}
+  explicit progress(bool show) : show_(show) {}
 
   void handle(order_ended e) {
-    {
-      std::lock_guard g(m_);
-      if (!ended_.insert(e.order).second) return;
-      if (e.complete) ++complete_;
-    }
+    ended_.fetch_add(1, std::memory_order_relaxed);
+    if (e.complete) complete_.fetch_add(1, std::memory_order_relaxed);
     draw(false);
-    cv_.notify_all();
   }
 
-  void start_processing() {
+  void start_processing(long expected) {
     std::lock_guard g(m_);
-    started_ = true;
-    base_ = static_cast<long>(ended_.size());
+    expected_ = expected;
     processing_start_ = clock_type::now();
+    started_ = true;
   }
 
-  void wait_all() {
-    std::unique_lock l(m_);
-    while (static_cast<long>(ended_.size()) < total_) {
-      cv_.wait_for(l, std::chrono::milliseconds(200));
-      l.unlock();
-      draw(false);
-      l.lock();
-    }
-    l.unlock();
-    draw(true);
-  }
-
-  long ended() {
-    std::lock_guard g(m_);
-    return static_cast<long>(ended_.size());
-  }
-  long complete() {
-    std::lock_guard g(m_);
-    return complete_;
-  }
-  long ended_this_run() {
-    std::lock_guard g(m_);
-    return static_cast<long>(ended_.size()) - base_;
-  }
+  long ended_this_run() const { return ended_.load(std::memory_order_relaxed); }
+  long complete_this_run() const { return complete_.load(std::memory_order_relaxed); }
   double processing_seconds() {
     std::lock_guard g(m_);
     return seconds_since(processing_start_);
   }
 
-private:
   void draw(bool last) {
     if (!show_) return;
     const auto now = clock_type::now();
@@ -179,22 +155,24 @@ private:
     if (!last && now - drawn_ < std::chrono::milliseconds(200)) return;
     drawn_ = now;
     const double secs = started_ ? std::chrono::duration<double>(now - processing_start_).count() : 0;
-    const double rate = secs > 0 ? (static_cast<double>(ended_.size()) - base_) / secs : 0;
-    std::fprintf(stderr, "\r  orders ended %ld/%ld (%ld complete), %.0f orders/s   %s",
-                 static_cast<long>(ended_.size()), total_, complete_, rate, last ? "\n" : "");
+    const long n = ended_this_run();
+    std::fprintf(stderr, "\r  orders ended this run %ld/%ld, %.0f orders/s   %s", n, expected_,
+                 secs > 0 ? static_cast<double>(n) / secs : 0.0, last ? "\n" : "");
     std::fflush(stderr);
   }
 
-  long total_;
+private:
   bool show_;
+  std::atomic<long> ended_{0}, complete_{0};
   std::mutex m_;
-  std::condition_variable cv_;
-  std::set<long> ended_;
-  long complete_ = 0;
-  long base_ = 0;
+  long expected_ = 0;
   bool started_ = false;
   clock_type::time_point processing_start_{}, drawn_{};
 };
+
+/// How many orders are placed per window of the shop (a restart places
+/// again at most one window).
+constexpr long window_size = 1000;
 
 int run(const args& a) {
   const auto t0 = clock_type::now();
@@ -220,7 +198,8 @@ int run(const args& a) {
 
   troupe::actor_system sys;
   auto store = std::make_shared<tp::rocksdb_store>(store_dir(a).string()); // sync: survives power loss
-  tp::set_journal(sys, std::make_shared<tp::journal_of<tp::rocksdb_store>>(store));
+  auto journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+  tp::set_journal(sys, journal);
   td::set_transport(sys);
 
   te::retry_policy retries;
@@ -237,54 +216,79 @@ int run(const args& a) {
 
   td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
   sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
+  auto the_shop = sys.spawn<shop>(troupe::persistence_id{"shop"});
 
-  auto track = std::make_shared<progress>(a.upto, isatty(2) != 0);
+  auto track = std::make_shared<progress>(isatty(2) != 0);
   std::function<void(order_ended)> ended = [track](order_ended e) { track->handle(e); };
-  std::vector<troupe::actor_ref<order>> refs;
-  refs.reserve(a.upto);
-  for (long n = 1; n <= a.upto; ++n)
-    refs.push_back(sys.spawn<order>(troupe::persistence_id{order_pid(n)}, n, ended, o));
-  // Every order has recovered once it answers.
-  std::vector<std::future<order_state>> states;
-  for (auto& r : refs) states.push_back(r.ask(order_status{}, asio::use_future));
-  long pending_at_start = 0;
-  std::vector<bool> placed_before(refs.size());
-  for (std::size_t i = 0; i < states.size(); ++i) {
-    const auto s = states[i].get();
-    pending_at_start += s.ended() ? 0 : 1;
-    placed_before[i] = s.placed;
-  }
+  // Orders are entities: activated by their first message (a command, a
+  // delivery, an effect's outcome), passivated once idle for a second.
+  auto orders = td::entities<order>(sys, std::string(order_prefix), o,
+                                    troupe::entity_options{.idle_timeout = std::chrono::seconds(1)}, ended, o);
+  // What the last run left under way resumes; nothing else is activated.
+  const auto resumed = tp::resume(*journal, orders, std::string(order_prefix), asio::use_future).get();
+  const auto window = the_shop.ask(window_query{}, asio::use_future).get();
+  tp::work_index work(*journal);
+  const auto marked = [&](char reason) {
+    return static_cast<long>(
+        journal->async_run([&] { return work.marked(*journal, order_prefix, reason).size(); }, asio::use_future).get());
+  };
+  const long pending_at_start = marked(under_way);
   const double recovery_s = seconds_since(t0);
-  std::cout << "ready: " << a.upto << " orders recovered in " << static_cast<long>(recovery_s * 1000) << " ms, "
-            << pending_at_start << " not ended" << std::endl;
-  track->start_processing();
-  // What was placed before goes on at once; new orders arrive as a stream
-  // (or all at once without --arrivals).
-  std::vector<std::size_t> arriving;
-  for (std::size_t i = 0; i < refs.size(); ++i)
-    if (placed_before[i] || a.arrivals == 0)
-      (void)refs[i].tell(place_order{});
-    else
-      arriving.push_back(i);
+  std::cout << "ready: " << resumed << " orders resumed in " << static_cast<long>(recovery_s * 1000) << " ms, "
+            << pending_at_start << " not ended, " << window.upto << " placed before" << std::endl;
+
+  // Placing: the last window again (it may have been cut short), then new
+  // windows up to --upto, as a stream (or all at once without --arrivals).
+  // A window is recorded before its orders are placed, and placed whole
+  // before the next is recorded.
+  track->start_processing(pending_at_start + std::max(0L, a.upto - window.upto));
+  const auto place = [&](long from, long upto) {
+    std::vector<std::future<void>> placed;
+    placed.reserve(static_cast<std::size_t>(upto - from + 1));
+    for (long n = from; n <= upto; ++n) placed.push_back(orders.get(order_pid(n)).ask(place_order{}, asio::use_future));
+    for (auto& f : placed) f.get();
+  };
+  if (window.upto >= window.from && window.from > 0) place(window.from, std::min(window.upto, a.upto));
   const auto stream_start = clock_type::now();
-  for (std::size_t k = 0; k < arriving.size(); ++k) {
-    std::this_thread::sleep_until(stream_start + std::chrono::duration_cast<clock_type::duration>(
-                                                     std::chrono::duration<double>(static_cast<double>(k) / a.arrivals)));
-    (void)refs[arriving[k]].tell(place_order{});
+  long arrived = 0;
+  for (long from = window.upto + 1; from <= a.upto; from += window_size) {
+    const long upto = std::min(a.upto, from + window_size - 1);
+    the_shop.ask(place_window{from, upto}, asio::use_future).get();
+    if (a.arrivals == 0) {
+      place(from, upto);
+      continue;
+    }
+    std::vector<std::future<void>> placed;
+    for (long n = from; n <= upto; ++n, ++arrived) {
+      std::this_thread::sleep_until(stream_start + std::chrono::duration_cast<clock_type::duration>(
+                                                       std::chrono::duration<double>(arrived / a.arrivals)));
+      placed.push_back(orders.get(order_pid(n)).ask(place_order{}, asio::use_future));
+    }
+    for (auto& f : placed) f.get();
   }
-  track->wait_all();
+  // Done once no order is under way (the index says so: it changes with
+  // the write that ends each order).
+  long left = 0;
+  while ((left = marked(under_way)) > 0) {
+    track->draw(false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  track->draw(true);
+  const long failed = marked(needs_operator);
   const long done_now = track->ended_this_run();
   const double secs = track->processing_seconds();
+  const long ended_total = a.upto - left;
   boost::json::object summary{{"orders", a.upto},
-                              {"ended", track->ended()},
-                              {"completed", track->complete()},
+                              {"ended", ended_total},
+                              {"completed", ended_total - failed},
                               {"ended_this_run", done_now},
                               {"seconds", secs},
                               {"orders_per_second", secs > 0 ? done_now / secs : 0.0},
                               {"recovery_ms", static_cast<long>(recovery_s * 1000)},
-                              {"not_ended_at_start", pending_at_start}};
+                              {"not_ended_at_start", pending_at_start},
+                              {"resumed_at_start", static_cast<long>(resumed)}};
   std::cout << boost::json::serialize(summary) << std::endl;
-  return track->complete() == a.upto ? 0 : 1;
+  return ended_total - failed == a.upto ? 0 : 1;
 }
 
 // -- verify ------------------------------------------------------------------------

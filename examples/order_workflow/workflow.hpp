@@ -15,11 +15,14 @@
 #include <troupe/troupe.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/effects/effectful_actor.hpp>
+#include <troupe/persistence/work_index.hpp>
 #include <troupe/testing/email_service.hpp>
 #include <troupe/testing/payment_gateway.hpp>
 
 #include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace orders {
 
@@ -117,7 +120,15 @@ using picklist = order_event<picklist_msg_m>; // detail: the items
 using accepted = order_event<accepted_msg_m>; // detail: the bin
 using shipment = order_event<shipped_msg_m>;  // detail: the tracking number
 
-inline std::string order_pid(long n) { return "order-" + std::to_string(n); }
+inline constexpr std::string_view order_prefix = "order-";
+inline std::string order_pid(long n) { return std::string(order_prefix) + std::to_string(n); }
+inline long order_number(std::string_view pid) { return std::stol(std::string(pid.substr(order_prefix.size()))); }
+
+/// The orders' own marks in the work index: placed and not ended (it goes
+/// with the event that ends the order), and ended without completing (an
+/// operator's case).
+inline constexpr char under_way = 'O';
+inline constexpr char needs_operator = 'F';
 inline std::string op_id(long n, const char* step) { return "order:" + std::to_string(n) + ":" + step; }
 inline long amount_of(long n) { return 1000 + n % 97; }
 
@@ -125,8 +136,8 @@ inline long amount_of(long n) { return 1000 + n % 97; }
 struct place_order {};
 struct order_status {};
 
-/// Told to the progress tracker once an order has ended (durably), and by
-/// each order after its recovery if it had.
+/// Told to the progress tracker once an order has ended (durably: once per
+/// order, by the handler whose write ended it).
 struct order_ended {
   long order = 0;
   bool complete = false;
@@ -141,9 +152,11 @@ public:
                                  picklist_accepted, order_shipped, shipping_email_requested, shipping_email_sent>;
   using accepts = td::accepts<accepted, shipment>;
 
-  order(troupe::context<order> ctx, troupe::persistence_id id, long number, std::function<void(order_ended)> ended,
+  /// An entity: its number is in its persistence ID (`order-42`).
+  order(troupe::context<order> ctx, troupe::persistence_id id, std::function<void(order_ended)> ended,
         td::delivery_options o)
-      : effectful_actor(ctx, std::move(id), o), n_(number), ended_(std::move(ended)) {}
+      : effectful_actor(ctx, std::move(id), o), n_(order_number(pid())), ended_(std::move(ended)),
+        work_(storage()) {}
 
   static void apply(order_state& s, const order_placed& e) {
     s.placed = true;
@@ -162,26 +175,31 @@ public:
   static void apply(order_state& s, const shipping_email_requested&) { s.shipping_requested = true; }
   static void apply(order_state& s, const shipping_email_sent&) { s.shipping_sent = true; }
 
-  /// After recovery, an order resumes only the step it was in: its outbox
-  /// records and deliveries resume by themselves; here it only reports.
-  void on_recovery_completed() {
-    if (state().ended()) ended_({n_, state().complete()});
-  }
-
   /// Placing is idempotent: an order placed before is not placed again.
+  /// The order is marked under way in the work index in the same write
+  /// (a restart resumes it until it ends).
   troupe::task<> handle(place_order) {
     if (state().placed) co_return;
     order_placed placed{n_, std::to_string(amount_of(n_))};
     payment_requested requested{n_, op_id(n_, "payment")};
     tk::charge c{amount_of(n_)};
     auto id = op_id(n_, "payment");
-    co_await start_effect(std::move(id), c, placed, requested);
+    begin_batch();
+    try {
+      co_await start_effect(std::move(id), c, placed, requested);
+    } catch (...) {
+      abort_batch();
+      throw;
+    }
+    std::vector<tp::table_write> mark{work_.mark(pid(), under_way)}; // (GCC 12: not inside the co_await)
+    co_await commit_batch(std::move(mark));
   }
 
   order_state handle(order_status) const { return state(); }
 
   /// An effect's outcome, persisted; the next steps go into the same write.
   troupe::task<> on_effect(const te::effect& e) {
+    const bool was_ended = state().ended();
     if (e.id == op_id(n_, "payment")) {
       if (e.status == te::effect_status::completed && !state().paid) {
         payment_completed paid{n_, e.result_as<std::string>()};
@@ -209,14 +227,15 @@ public:
         co_await persist(sent);
       }
     }
-    report();
+    co_await report(was_ended);
   }
 
   troupe::task<> handle(td::delivery<accepted> d) {
     if (state().picklist_accepted) co_return;
+    const bool was_ended = state().ended();
     picklist_accepted e{n_, d.message.detail};
     co_await persist(e);
-    report();
+    co_await report(was_ended);
   }
 
   troupe::task<> handle(td::delivery<shipment> d) {
@@ -229,14 +248,63 @@ public:
   }
 
 private:
-  /// Once what this handler wrote is durable, an order that has ended says so.
-  void report() {
-    if (!state().ended()) return;
+  /// An order this handler ended: its marks change in the handler's write
+  /// (every step after placing is a delivery's, one write), and once that
+  /// is durable it says so.
+  troupe::task<> report(bool was_ended) {
+    if (was_ended || !state().ended()) co_return;
+    std::vector<tp::table_write> marks{work_.clear(pid(), under_way)};
+    if (!state().complete()) marks.push_back(work_.mark(pid(), needs_operator));
+    co_await persist_all_with(std::move(marks));
     this->after_commit([f = ended_, e = order_ended{n_, state().complete()}] { f(e); });
   }
 
   long n_;
   std::function<void(order_ended)> ended_;
+  tp::work_index work_;
+};
+
+// -- the shop ------------------------------------------------------------------------
+
+/// The window of orders the shop is placing (orders `from..upto`): written
+/// before they are placed, so that a restart places again only what may
+/// have been cut short, never every order there ever was.
+struct placing {
+  static constexpr std::string_view manifest = "shop.placing";
+  long from = 0;
+  long upto = 0;
+};
+inline void tag_invoke(json::value_from_tag, json::value& v, const placing& e) {
+  v = {{"from", e.from}, {"upto", e.upto}};
+}
+inline placing tag_invoke(json::value_to_tag<placing>, const json::value& v) {
+  return {json::value_to<long>(v.at("from")), json::value_to<long>(v.at("upto"))};
+}
+
+struct shop_state {
+  long from = 0;
+  long upto = 0;
+};
+/// Commands of the shop: record a window before placing it; which one is.
+struct place_window {
+  long from = 0;
+  long upto = 0;
+};
+struct window_query {};
+
+class shop : public tp::persistent_actor<shop, shop_state> {
+public:
+  using events = tp::event_types<placing>;
+  using persistent_actor::persistent_actor;
+  static void apply(shop_state& s, const placing& e) {
+    s.from = e.from;
+    s.upto = e.upto;
+  }
+  troupe::task<> handle(place_window w) {
+    placing e{w.from, w.upto};
+    co_await persist(e);
+  }
+  shop_state handle(window_query) const { return state(); }
 };
 
 // -- the warehouse ---------------------------------------------------------------

@@ -112,6 +112,9 @@ public:
 
   ~reliable_actor() {
     if (tracker_) tracker_->close();
+    // The transport keeps the live actors' policies (and entity types'),
+    // not every name ever admitted.
+    net_->forget(this->pid());
   }
 
   /// Recovery, then the deliveries left unconfirmed are sent again and the
@@ -129,6 +132,18 @@ public:
   }
 
   // -- messages of the layer (a `handle` in Derived does not hide these) --
+
+  /// As an entity: resumed after a restart because the work index marks
+  /// it. Its recovery sent what was unconfirmed; a mark of the delivery
+  /// layer with nothing unconfirmed behind it (its clearing was lost in a
+  /// crash) goes.
+  void troupe_handle(persistence::resumed) {
+    if (tracker_->idle()) this->storage().write_later({tracker_->work_clear()});
+  }
+
+  /// As an entity, it passivates only with nothing unconfirmed (its
+  /// redeliveries need it live).
+  bool troupe_can_passivate() const { return !tracker_ || tracker_->idle(); }
 
   task<> troupe_handle(detail::inbound in) {
     auto& m = in.msg;
@@ -209,6 +224,7 @@ public:
     tables.push_back(persistence::table_write::erase(tables_.deliveries, key));
     tables.push_back(
         persistence::table_write::put(tables_.deliveries, tracker_->pending_key(o.id), detail::encode_outgoing(o)));
+    tables.push_back(tracker_->work_mark());
     try {
       co_await this->persist_all_with(std::move(tables));
     } catch (...) {
@@ -266,8 +282,10 @@ protected:
                                                " (delivery_options::max_message_bytes)");
     o.created_ms = o.first_ms = troupe::detail::now_ms();
     using held = typename detail::outgoing_tracker<Derived>::reservation::outcome;
+    bool first = false;
     for (;;) {
       auto r = tracker_->reserve(o);
+      first = r.first;
       if (r.what == held::reserved) break;
       if (r.what == held::same) {
         // The same delivery, unconfirmed: it stays as first recorded (sent
@@ -288,6 +306,7 @@ protected:
     std::vector<persistence::table_write> tables;
     tables.push_back(
         persistence::table_write::put(tables_.deliveries, tracker_->pending_key(o.id), detail::encode_outgoing(o)));
+    if (first) tables.push_back(tracker_->work_mark()); // the sender has work from this write on
     try {
       co_await this->persist_all_with(std::move(tables), std::move(cause)...);
     } catch (...) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 namespace troupe::delivery {
 
@@ -86,56 +88,64 @@ public:
   /// for `retention` (`max()`: forever). Throws `invalid_argument` naming
   /// both actors, and records nothing, if some receiver known here would
   /// forget a delivery ID while some sender may still redeliver it.
-  /// O(log n) in the names admitted: only the shortest retention and the
-  /// longest horizon of the others need checking.
+  /// O(log n) in the admissions: only the shortest retention and the
+  /// longest horizon of the others need checking. A name admitted again (an
+  /// actor restarted) replaces its admission; `forget` removes it.
   void admit(const std::string& name, std::chrono::milliseconds horizon,
              std::optional<std::chrono::milliseconds> retention) {
     std::lock_guard g(policies_mutex_);
-    // A name admitted again (an actor restarted) replaces its admission.
-    for (auto it = by_retention_.begin(); it != by_retention_.end(); ++it)
-      if (it->second != name) {
-        if (it->first < horizon) throw refusal(name, horizon, it->second, it->first);
-        break;
-      }
-    if (retention) {
-      if (*retention < horizon) throw refusal(name, horizon, name, *retention);
-      for (auto it = by_horizon_.rbegin(); it != by_horizon_.rend(); ++it)
-        if (it->second != name) {
-          if (*retention < it->first) throw refusal(it->second, it->first, name, *retention);
-          break;
-        }
-    }
-    if (auto it = retentions_.find(name); it != retentions_.end()) {
-      by_retention_.erase({it->second, name});
-      retentions_.erase(it);
-    }
-    if (retention) {
-      retentions_.emplace(name, *retention);
-      by_retention_.emplace(*retention, name);
-    }
-    auto [it, fresh] = horizons_.try_emplace(name, horizon);
-    if (!fresh) {
-      by_horizon_.erase({it->second, name});
-      it->second = horizon;
-    }
-    by_horizon_.emplace(horizon, name);
+    admit_locked({false, name}, horizon, retention);
   }
 
-  /// The dedup retention `admit` recorded for the receiver `name`, if any.
+  /// As `admit`, for every reliable actor whose name starts with `prefix`
+  /// (the entities of one type: their policy stays known while they are
+  /// passivated, for `retention_of`, `knows` and the checks of `admit`).
+  void admit_entities(const std::string& prefix, std::chrono::milliseconds horizon,
+                      std::optional<std::chrono::milliseconds> retention) {
+    std::lock_guard g(policies_mutex_);
+    admit_locked({true, prefix}, horizon, retention);
+  }
+
+  /// Forgets the admission of `name` (its actor has gone: the registry
+  /// holds the live ones and the entity types, never every name ever
+  /// admitted).
+  void forget(const std::string& name) {
+    std::lock_guard g(policies_mutex_);
+    forget_locked({false, name});
+  }
+
+  /// The dedup retention `admit` recorded for the receiver `name` (or for
+  /// the entities whose prefix it has, the longest prefix first), if any.
   std::optional<std::chrono::milliseconds> retention_of(const std::string& name) {
     std::lock_guard g(policies_mutex_);
-    auto it = retentions_.find(name);
-    if (it == retentions_.end()) return std::nullopt;
-    return it->second;
+    const auto* p = policy_of(name);
+    return p ? p->retention : std::nullopt;
   }
 
-  /// Whether `name` was admitted (its horizon is known here); the first
-  /// time a receiver hears from a sender that was not, the transport warns
-  /// (`warn`): the retention rule cannot be checked for it.
+  /// Whether `name` was admitted (by name or by prefix: its horizon is
+  /// known here); the first time a receiver hears from a sender that was
+  /// not, the transport warns (`warn`): the retention rule cannot be
+  /// checked for it.
   bool knows(const std::string& name) {
     std::lock_guard g(policies_mutex_);
-    return horizons_.contains(name);
+    return policy_of(name) != nullptr;
   }
+
+  /// Admissions held: names and entity prefixes (for monitoring and tests).
+  std::size_t admissions() {
+    std::lock_guard g(policies_mutex_);
+    return policies_.size();
+  }
+
+  // -- entities ---------------------------------------------------------------
+
+  /// Deliveries to a name that starts with `prefix` and has no endpoint
+  /// bound go to `to` (an entity region, which activates the receiver);
+  /// the longest matching prefix wins. Acknowledgements to such a name are
+  /// dropped (a sender with unconfirmed deliveries stays live, or is
+  /// activated again after a restart, and hears of them from its next
+  /// redelivery). Thread-safe; a later route of the same prefix replaces it.
+  virtual void route(const std::string& prefix, std::function<void(message)> to) = 0;
 
   /// What the transport says when something is wrong but goes on: by
   /// default a line on standard error; replace it with `on_warning`.
@@ -165,7 +175,7 @@ public:
     bool last = false;
     {
       std::lock_guard g(policies_mutex_);
-      if (horizons_.contains(sender)) return true;
+      if (policy_of(sender)) return true;
       if (warned_.contains(sender) || warned_enough_) return false;
       // Past the limit, the names are forgotten: one last warning says so.
       last = warned_.size() == max_warned_senders;
@@ -201,12 +211,65 @@ private:
                      ", max attempts x max backoff): a late redelivery would be processed twice");
   }
 
+  /// A name, or a prefix of names (entities).
+  struct admitted {
+    bool prefix = false;
+    std::string name;
+    friend auto operator<=>(const admitted&, const admitted&) = default;
+  };
+  struct policy {
+    std::chrono::milliseconds horizon{};
+    std::optional<std::chrono::milliseconds> retention;
+  };
+
+  void admit_locked(const admitted& who, std::chrono::milliseconds horizon,
+                    std::optional<std::chrono::milliseconds> retention) {
+    const auto label = [](const admitted& a) { return a.prefix ? "the entities " + a.name + "*" : a.name; };
+    // The shortest retention and the longest horizon of the others.
+    for (auto& [r, other] : by_retention_)
+      if (other != who) {
+        if (r < horizon) throw refusal(label(who), horizon, label(other), r);
+        break;
+      }
+    if (retention) {
+      if (*retention < horizon) throw refusal(label(who), horizon, label(who), *retention);
+      for (auto it = by_horizon_.rbegin(); it != by_horizon_.rend(); ++it)
+        if (it->second != who) {
+          if (*retention < it->first) throw refusal(label(it->second), it->first, label(who), *retention);
+          break;
+        }
+    }
+    forget_locked(who);
+    policies_.emplace(who, policy{horizon, retention});
+    if (who.prefix) ++prefixes_;
+    by_horizon_.emplace(horizon, who);
+    if (retention) by_retention_.emplace(*retention, who);
+  }
+
+  void forget_locked(const admitted& who) {
+    auto it = policies_.find(who);
+    if (it == policies_.end()) return;
+    by_horizon_.erase({it->second.horizon, who});
+    if (it->second.retention) by_retention_.erase({*it->second.retention, who});
+    if (who.prefix) --prefixes_;
+    policies_.erase(it);
+  }
+
+  /// The policy of `name`: its own, or its longest admitted prefix's.
+  const policy* policy_of(const std::string& name) const {
+    if (auto it = policies_.find(admitted{false, name}); it != policies_.end()) return &it->second;
+    if (prefixes_ == 0) return nullptr;
+    for (auto n = name.size(); n > 0; --n)
+      if (auto it = policies_.find(admitted{true, name.substr(0, n)}); it != policies_.end()) return &it->second;
+    return nullptr;
+  }
+
   std::mutex policies_mutex_;
-  std::unordered_map<std::string, std::chrono::milliseconds> horizons_;
-  std::unordered_map<std::string, std::chrono::milliseconds> retentions_;
+  std::map<admitted, policy> policies_;
+  std::size_t prefixes_ = 0;
   // The same, ordered by value (the shortest retention and the longest
   // horizon are what `admit` checks).
-  std::set<std::pair<std::chrono::milliseconds, std::string>> by_horizon_, by_retention_;
+  std::set<std::pair<std::chrono::milliseconds, admitted>> by_horizon_, by_retention_;
   std::unordered_set<std::string> warned_;
   bool warned_enough_ = false; // max_warned_senders were named: no more
   std::function<void(const std::string&)> warning_;
@@ -228,7 +291,28 @@ public:
   }
 
   void send(message m) override {
-    if (auto e = find(m.to)) e->receive(std::move(m));
+    if (auto e = find(m.to)) return e->receive(std::move(m));
+    std::function<void(message)> to;
+    {
+      std::lock_guard g(mutex_);
+      std::size_t best = 0;
+      for (auto& [prefix, r] : routes_)
+        if (m.to.starts_with(prefix) && (!to || prefix.size() > best)) {
+          to = r;
+          best = prefix.size();
+        }
+    }
+    if (to) to(std::move(m));
+  }
+
+  void route(const std::string& prefix, std::function<void(message)> to) override {
+    std::lock_guard g(mutex_);
+    for (auto& [p, r] : routes_)
+      if (p == prefix) {
+        r = std::move(to);
+        return;
+      }
+    routes_.emplace_back(prefix, std::move(to));
   }
 
   void send(acknowledgement a) override {
@@ -244,6 +328,7 @@ private:
 
   std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<endpoint>> endpoints_;
+  std::vector<std::pair<std::string, std::function<void(message)>>> routes_; // few: one per entity type
 };
 
 /// Makes `t` (by default a new `local_transport`) the transport of every

@@ -17,6 +17,7 @@
 #include <troupe/persistence/options.hpp>
 #include <troupe/persistence/persistence_id.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/work_index.hpp>
 #include <troupe/persistence/detail/recovery.hpp>
 #include <troupe/persistence/detail/snapshots.hpp>
 #include <troupe/detail/maybe_await.hpp>
@@ -77,6 +78,10 @@ inline void set_journal(actor_system& sys, std::shared_ptr<journal> j) {
 template <class Derived, class State>
 class persistent_actor {
 public:
+  /// As an entity (`actor_system::entities`), it is activated with its
+  /// key as persistence ID.
+  using entity_key = persistence_id;
+
   // -- construction -------------------------------------------------------------
 
   /// The journal of the actor's system. Throws `invalid_argument` if it has
@@ -160,6 +165,10 @@ public:
     co_await recover_state();
     co_await recovery_completed();
   }
+
+  /// Told by `resume` to an entity with work in the index: its recovery,
+  /// which runs first, and `on_recovery_completed` are all it takes here.
+  void troupe_handle(resumed) noexcept {}
 
 protected:
   // -- for the layers above --------------------------------------------------

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -92,11 +93,14 @@ public:
 
   void bind(const std::string& name, std::shared_ptr<endpoint> e) override { inner_->bind(name, std::move(e)); }
   void unbind(const std::string& name, const endpoint* e) override { inner_->unbind(name, e); }
+  void route(const std::string& prefix, std::function<void(message)> to) override {
+    inner_->route(prefix, std::move(to));
+  }
   void send(message m) override {
-    route(std::move(m), &faulty_transport::messages_, &faulty_transport::message_counts_);
+    pass(std::move(m), &faulty_transport::messages_, &faulty_transport::message_counts_);
   }
   void send(acknowledgement a) override {
-    route(std::move(a), &faulty_transport::acks_, &faulty_transport::ack_counts_);
+    pass(std::move(a), &faulty_transport::acks_, &faulty_transport::ack_counts_);
   }
 
 private:
@@ -112,7 +116,7 @@ private:
   }
 
   template <class T>
-  void route(T item, fault_rates faulty_transport::*rates, fault_counts faulty_transport::*counts) {
+  void pass(T item, fault_rates faulty_transport::*rates, fault_counts faulty_transport::*counts) {
     bool drop, duplicate;
     ms first{0}, second{0};
     {

@@ -63,6 +63,7 @@ struct recording_transport final : td::transport {
     s->sent.push_back(std::move(m));
   }
   void send(td::acknowledgement) override {}
+  void route(const std::string&, std::function<void(td::message)>) override {}
 };
 
 struct fixture {

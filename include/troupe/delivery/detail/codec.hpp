@@ -9,6 +9,7 @@
 #include <troupe/delivery/detail/dedup_marks.hpp>
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/work_index.hpp>
 #include <troupe/detail/bytes.hpp>
 
 #include <cstdint>
@@ -29,12 +30,16 @@ struct tables {
   /// store has that table: each receiver moves its own into `dedup` when
   /// it starts.
   std::optional<persistence::table> dedup_by_id;
+  /// The entities with work (`persistence::work_index`): a sender is marked
+  /// while it has unconfirmed deliveries.
+  persistence::table work;
 
   static constexpr std::string_view dedup_name = "dedup_v2";
   static constexpr std::string_view dedup_by_id_name = "dedup";
 
   static tables of(persistence::journal& j) {
-    return {j.open_table("deliveries"), j.open_table(dedup_name), j.find_table(dedup_by_id_name)};
+    return {j.open_table("deliveries"), j.open_table(dedup_name), j.find_table(dedup_by_id_name),
+            j.open_table(persistence::work_index::table_name)};
   }
 };
 

@@ -168,6 +168,9 @@ public:
       held_elsewhere, ///< a delivery under the ID is unconfirmed (or being recorded) to `other`
     } what = outcome::reserved;
     std::string other;
+    /// Reserved with nothing else outstanding: the sender's mark in the
+    /// work index goes into the delivery's write (`work_mark`).
+    bool first = false;
   };
 
   /// For a new delivery `o`, under one lock: refused if its ID is a dead
@@ -180,9 +183,28 @@ public:
       if (auto it = dead_.find(o.id); it != dead_.end() && it->second != o.to) return {r::dead_elsewhere, it->second};
     if (const auto* h = holder_of(o.id)) return *h == o.to ? reservation{r::same, {}} : reservation{r::held_elsewhere, *h};
     if (pending_.size() + reserved_ + 1 > policy_.max_unconfirmed) return {r::full, {}};
+    const bool first = outstanding_none();
     ++reserved_;
     claim_locked(o.id, o.to);
-    return {};
+    reservation out;
+    out.first = first;
+    return out;
+  }
+
+  /// Whether nothing is outstanding: unconfirmed, being recorded, or room
+  /// reserved (the sender may passivate; its work mark may go).
+  bool idle() const {
+    std::lock_guard g(mutex_);
+    return outstanding_none();
+  }
+
+  /// The sender's mark in the work index (set while it has unconfirmed
+  /// deliveries), and its clearing.
+  persistence::table_write work_mark() const {
+    return persistence::work_index(tables_.work).mark(pid_, persistence::work_index::deliveries);
+  }
+  persistence::table_write work_clear() const {
+    return persistence::work_index(tables_.work).clear(pid_, persistence::work_index::deliveries);
   }
 
   /// Gives up a claim and its reserved room (its record was not written).
@@ -259,10 +281,13 @@ public:
       forget(it);
       ++(a.rejection ? stats_.refused : stats_.confirmed);
       ws.swap(waiters_);
+      // Requested under the lock: a delivery reserved after it writes its
+      // mark in a later write, which is applied after this one.
+      std::vector<persistence::table_write> tables;
+      tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(a.id.str())));
+      if (outstanding_none()) tables.push_back(work_clear());
+      journal_->write_later(std::move(tables));
     }
-    std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(a.id.str())));
-    journal_->write_later(std::move(tables));
     for (auto& w : ws) w({});
     if (a.rejection) {
       // Rejected: an outcome as final as a confirmation (the receiver
@@ -305,6 +330,9 @@ private:
     e.slot = schedule_.emplace(due, id);
     arm();
   }
+
+  /// With the mutex held: nothing unconfirmed, being recorded or reserved.
+  bool outstanding_none() const noexcept { return pending_.empty() && claimed_.empty() && reserved_ == 0; }
 
   /// With the mutex held: the receiver `id` is unconfirmed or being
   /// recorded to, or null.
@@ -476,6 +504,14 @@ private:
     tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(o.id)));
     tables.push_back(
         persistence::table_write::put(tables_.deliveries, dead_key(o.id), encode_outgoing(o, attempts, since)));
+    {
+      // Its ID is claimed until buried: the last one outstanding, if nothing
+      // else is claimed, pending or reserved. Requested under the lock, as
+      // an acknowledgement's (applied before a later delivery's mark); made
+      // again should the burial fail.
+      std::lock_guard g(mutex_);
+      if (pending_.empty() && reserved_ == 0 && claimed_.size() == 1) journal_->write_later({work_clear()});
+    }
     journal_->write({}, {}, std::move(tables),
                     [self = this->shared_from_this(), o = std::move(o), attempts, since](std::error_code ec) mutable {
                       self->buried(std::move(o), attempts, since, ec);
@@ -488,7 +524,8 @@ private:
       std::lock_guard g(mutex_);
       release_claim(o.id);
       if (ec) {
-        // Still pending in the store: keep trying it.
+        // Still pending in the store (and marked again): keep trying it.
+        journal_->write_later({work_mark()});
         if (closed_) return;
         auto [it, fresh] = pending_.try_emplace(o.id);
         if (!fresh) return;
