@@ -260,7 +260,6 @@ td::delivery_options delivery_options_for() {
   // dispatchers deliver are never given up).
   o.redelivery.max_attempts = 30;
   o.dedup.retention = 24h;
-  o.dedup.sweep_interval = 50ms;
   return o;
 }
 

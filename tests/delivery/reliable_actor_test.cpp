@@ -2,6 +2,8 @@
 // each delivery ID's effects exactly once at the receiver.
 #include <troupe/delivery/reliable_actor.hpp>
 
+#include <troupe/delivery/entities.hpp>
+
 #include <troupe/actor_system.hpp>
 #include <troupe/testing/faulty_transport.hpp>
 #include <troupe/testing/wall_clock.hpp>
@@ -218,14 +220,12 @@ td::delivery_options fast_options() {
   return o;
 }
 
-/// A horizon of 20 ms (2 attempts, 10 ms apart), marks kept for `retention`
-/// and swept every 5 ms.
+/// A horizon of 20 ms (2 attempts, 10 ms apart), marks kept for `retention`.
 td::delivery_options short_horizon(std::chrono::milliseconds retention) {
   auto o = fast_options();
   o.redelivery.max_attempts = 2;
   o.redelivery.max_backoff = 10ms;
   o.dedup.retention = retention;
-  o.dedup.sweep_interval = 5ms;
   return o;
 }
 
@@ -514,8 +514,9 @@ TEST_CASE("a duplicate after the retention window is processed again (documented
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
   test::get(s.ask(send_item{1}, asio::use_future));
   REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
-  // The mark is swept...
+  // The store drops the mark...
   REQUIRE(w.eventually([&] {
+    REQUIRE_FALSE(w.journal->drop_expired(w.store->open_table("dedup_v2")));
     std::size_t n = 0;
     REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup_v2"), td::detail::key_prefix("receiver"),
                                 [&](auto, auto) { return ++n, true; }));
@@ -528,30 +529,46 @@ TEST_CASE("a duplicate after the retention window is processed again (documented
   CHECK(w.taken(r).taken.begin()->second == 2);
 }
 
-TEST_CASE("one sweep removes every expired mark, a batch at a time, not one batch per interval") {
+TEST_CASE("the store drops expired marks as it compacts, of a live receiver and of a passivated entity, and a "
+          "receiver keeps only its most recent marks in memory") {
   world w;
-  auto o = short_horizon(30ms);
-  o.dedup.sweep_interval = std::chrono::hours(1); // only the sweep told below
-  o.dedup.sweep_batch = 3;
+  auto o = short_horizon(30s);
+  o.dedup.cached_marks = 4;
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto receivers = td::entities<receiver>(*w.sys, "rcv-", o, troupe::entity_options{.idle_timeout = 10ms}, w.probes, o);
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
-  for (long n = 1; n <= 20; ++n) test::get(s.ask(send_item{n}, asio::use_future));
-  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 20; }));
-  const auto marks = [&] {
+  auto s2 = w.sys->spawn<sender>(troupe::persistence_id{"sender-2"}, std::string("rcv-1"), w.probes, o);
+  for (long n = 1; n <= 20; ++n) {
+    test::get(s.ask(send_item{n}, asio::use_future));
+    test::get(s2.ask(send_item{n}, asio::use_future));
+  }
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 40; }));
+  const auto dedup = w.store->open_table("dedup_v2");
+  const auto marks = [&](const std::string& of) {
     std::size_t n = 0;
-    REQUIRE_FALSE(w.store->scan(w.store->open_table("dedup_v2"), td::detail::key_prefix("receiver"),
-                                [&](auto, auto) { return ++n, true; }));
+    REQUIRE_FALSE(w.store->scan(dedup, td::detail::key_prefix(of), [&](auto, auto) { return ++n, true; }));
     return n;
   };
-  CHECK(marks() == 20);
-  troupe::testing::step_wall_clock(1s); // past the retention, without waiting for it
+  CHECK(marks("receiver") == 20);
+  CHECK(marks("rcv-1") == 20);
+  // Duplicates of the oldest (no longer in memory) are answered from the
+  // store, without running the handler again.
+  const auto runs = w.probes->handler_runs.load();
+  w.net->send(td::message{"receiver", "sender", td::delivery_id::of("sender", 1), "test.item", 1, "{\"n\":1}"});
+  REQUIRE(w.eventually([&] { return w.stats(r).duplicates >= 1; }));
+  CHECK(w.probes->handler_runs == runs);
+  // rcv-1 passivates; nothing is dropped before the retention has passed.
+  REQUIRE(w.eventually([&] { return receivers.stats().live == 0; }));
+  REQUIRE_FALSE(w.journal->drop_expired(dedup));
+  CHECK(marks("receiver") == 20);
+  CHECK(marks("rcv-1") == 20);
+  troupe::testing::step_wall_clock(31s); // past the retention, without waiting for it
   struct step_back {
-    ~step_back() { troupe::testing::step_wall_clock(-1s); }
+    ~step_back() { troupe::testing::step_wall_clock(-31s); }
   } back;
-  REQUIRE_FALSE(r.tell(td::detail::sweep_tick{}));
-  // Seven batches of at most three, one after another (before: three
-  // marks, then nothing for an hour).
-  CHECK(w.eventually([&] { return marks() == 0; }));
+  REQUIRE_FALSE(w.journal->drop_expired(dedup));
+  CHECK(marks("receiver") == 0);
+  CHECK(marks("rcv-1") == 0);
   CHECK(w.taken(r).taken.size() == 20);
 }
 
@@ -1013,7 +1030,9 @@ TEST_CASE("re-queueing a dead letter the receiver may have forgotten is refused,
                     Catch::Contains("re-queue of sender:2 from sender to receiver refused") &&
                         Catch::Contains("keeps its dedup marks for 400 ms"));
   CHECK(test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1);
-  // Forced: the operator accepts that it is processed again.
+  // Forced: the operator accepts that it is processed again (once the
+  // store has dropped the mark: until then it answers).
+  REQUIRE_FALSE(w.journal->drop_expired(w.store->open_table("dedup_v2")));
   CHECK(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 2), true}, asio::use_future)));
   REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 2; }));
   CHECK(w.probes->handler_runs == 3);

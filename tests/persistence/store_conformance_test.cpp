@@ -307,6 +307,39 @@ TEMPLATE_TEST_CASE("table changes are written atomically with events, or alone",
   CHECK(v == value);
 }
 
+TEMPLATE_TEST_CASE("a table's expired values are dropped by the store, the others kept", "", memory_fixture,
+                   rocksdb_fixture) {
+  TestType f;
+  using tw = tp::table_write;
+  const auto t = f.store.open_table("marks"), other = f.store.open_table("other");
+  // The value is its expiry (milliseconds since the epoch), or "-": never.
+  const auto now = troupe::detail::now_ms();
+  std::vector<tw> w;
+  for (int i = 0; i < 100; ++i) w.push_back(tw::put(t, "k" + std::to_string(i), std::to_string(now + (i % 2 ? -1000 : 60000))));
+  w.push_back(tw::put(t, "forever", "-"));
+  w.push_back(tw::put(other, "k1", std::to_string(now - 1000))); // another table: no expiry of its own
+  REQUIRE(!f.store.write("", {}, w));
+  f.store.set_expiry(t, [](std::string_view, std::string_view v) -> std::optional<std::int64_t> {
+    if (v == "-") return std::nullopt;
+    return std::stoll(std::string(v));
+  });
+  // Until dropped, expired values stay readable.
+  std::optional<std::string> v;
+  REQUIRE(!f.store.get(t, "k1", v));
+  CHECK(v);
+  REQUIRE(!f.store.drop_expired(t));
+  CHECK(scan_all(f.store, t, "k").size() == 50);
+  REQUIRE(!f.store.get(t, "k1", v));
+  CHECK(!v);
+  REQUIRE(!f.store.get(t, "k0", v));
+  CHECK(v);
+  REQUIRE(!f.store.get(t, "forever", v));
+  CHECK(v == "-");
+  REQUIRE(!f.store.drop_expired(other));
+  REQUIRE(!f.store.get(other, "k1", v));
+  CHECK(v);
+}
+
 TEST_CASE("table changes survive closing and reopening the RocksDB store") {
   test::temp_dir dir;
   {

@@ -46,16 +46,16 @@ struct redelivery_policy {
 
 /// How long a receiver remembers the delivery IDs it processed.
 struct dedup_policy {
-  /// Dedup marks older than this are removed; a delivery arriving after its
-  /// mark was removed is processed again. Must be at least the redelivery
-  /// horizon of every sender (checked for the senders of the same
-  /// transport). `max()`: forever.
+  /// Dedup marks older than this may be removed (the store drops them as
+  /// it compacts, whether their receiver is live or not); a delivery
+  /// arriving after its mark was removed is processed again. Must be at
+  /// least the redelivery horizon of every sender (checked for the senders
+  /// of the same transport). `max()`: forever.
   std::chrono::milliseconds retention{std::chrono::hours(24)};
-  /// How often old marks are removed, and how many in one write: a full
-  /// batch is followed at once by the next (after what waits in the
-  /// mailbox), so the sweep keeps up with any rate of deliveries.
-  std::chrono::milliseconds sweep_interval{std::chrono::minutes(1)};
-  std::size_t sweep_batch = 10'000;
+  /// Marks a live receiver keeps in memory, the most recent ones (a
+  /// duplicate of one is answered without reading the store). The store's
+  /// table is the index: memory does not grow with the marks kept.
+  std::size_t cached_marks = 256;
 };
 
 struct delivery_options {

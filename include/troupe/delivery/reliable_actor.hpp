@@ -22,6 +22,7 @@
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/json.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
+#include <troupe/detail/bytes.hpp>
 #include <troupe/detail/clock.hpp>
 #include <troupe/detail/maybe_await.hpp>
 #include <troupe/detail/type_name.hpp>
@@ -46,8 +47,25 @@
 namespace troupe::delivery {
 
 namespace detail {
-/// Told to a receiver by its sweep timer.
-struct sweep_tick {};
+/// Once per actor system: the store drops the dedup marks whose receiver's
+/// retention (as the transport knows it: by name while the receiver is
+/// live, by prefix for entities) has passed.
+struct dedup_expiry {
+  static std::shared_ptr<dedup_expiry> install(persistence::journal& j, const tables& t,
+                                               const std::shared_ptr<transport>& net) {
+    j.set_expiry(t.dedup, [w = std::weak_ptr<transport>(net)](std::string_view key,
+                                                               std::string_view value) -> std::optional<std::int64_t> {
+      const auto n = troupe::detail::prefixed_length(key);
+      if (n == 0 || n > key.size()) return std::nullopt;
+      auto net = w.lock();
+      if (!net) return std::nullopt;
+      const auto retention = net->retention_of(std::string(key.substr(2, n - 2)));
+      if (!retention || *retention == std::chrono::milliseconds::max()) return std::nullopt;
+      return decode_mark(value).time_ms + retention->count();
+    });
+    return std::make_shared<dedup_expiry>();
+  }
+};
 } // namespace detail
 
 /// Base of a persistent actor that sends and receives reliable deliveries.
@@ -93,17 +111,20 @@ public:
   reliable_actor(context<Derived> ctx, persistence::persistence_id id, delivery_options options = {},
                  persistence::persistence_options persistence = {})
       : base(ctx, std::move(id), persistence), options_(options), net_(transport_of(ctx.system())),
-        tables_(detail::tables::of(this->storage())) {
+        tables_(detail::tables::of(this->storage())), marks_(options.dedup.cached_marks) {
     const auto& r = options_.redelivery;
     const auto& d = options_.dedup;
     if (r.initial_backoff.count() <= 0 || r.max_backoff < r.initial_backoff)
       refuse("redelivery backoff must be positive, and max_backoff >= initial_backoff");
     if (!(r.jitter >= 0 && r.jitter < 1)) refuse("redelivery jitter must be in [0, 1)");
     if (r.burst == 0 || r.max_unconfirmed == 0) refuse("redelivery burst and max_unconfirmed must be at least 1");
-    if (d.sweep_interval.count() <= 0 || d.sweep_batch == 0)
-      refuse("dedup sweep_interval and sweep_batch must be positive");
+    if (d.cached_marks == 0) refuse("dedup cached_marks must be at least 1");
     std::optional<std::chrono::milliseconds> retention;
-    if constexpr (receives()) retention = d.retention;
+    if constexpr (receives()) {
+      retention = d.retention;
+      ctx.system().template extension_or<detail::dedup_expiry>(
+          [&] { return detail::dedup_expiry::install(this->storage(), tables_, net_); });
+    }
     net_->admit(this->pid(), r.horizon(), retention);
   }
 
@@ -127,7 +148,6 @@ public:
     tracker_ = std::make_shared<detail::outgoing_tracker<Derived>>(this->pid(), this->storage_ptr(), tables_, net_,
                                                                    ctx.self(), options_.redelivery, ctx.get_executor());
     tracker_->start(std::move(pending), std::move(dead));
-    if constexpr (receives()) ctx.schedule_every(options_.dedup.sweep_interval, detail::sweep_tick{});
     co_await this->recovery_completed();
   }
 
@@ -149,7 +169,7 @@ public:
     auto& m = in.msg;
     tracker_->dequeued(m);
     auto key = detail::mark_key(m.from, m.id.str());
-    if (const auto* mark = find_mark(m, key)) {
+    if (const auto* mark = co_await find_mark(m, key); mark && mark->answers()) {
       ++duplicates_;
       if (mark->what == detail::dedup_marks::mark::state::rejected)
         net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mark->reason});
@@ -166,22 +186,6 @@ public:
       co_return;
     }
     co_await (this->*f)(m, key);
-  }
-
-  task<> troupe_handle(detail::sweep_tick) {
-    const auto horizon = options_.dedup.retention;
-    if (horizon == std::chrono::milliseconds::max()) co_return;
-    const auto cutoff = troupe::detail::now_ms() - horizon.count();
-    std::vector<persistence::table_write> tables;
-    for (auto& key : marks_.expire(cutoff, options_.dedup.sweep_batch))
-      tables.push_back(persistence::table_write::erase(tables_.dedup, dedup_key(key)));
-    if (tables.empty()) co_return;
-    const bool full = tables.size() == options_.dedup.sweep_batch;
-    co_await this->persist_all_with(std::move(tables));
-    // A full batch: more may have expired. The next batch goes at once,
-    // after what waits in the mailbox (the sweep keeps up with any rate of
-    // deliveries, a batch at a time).
-    if (full) (void)this->actor_context().self().tell(detail::sweep_tick{});
   }
 
   task<std::vector<dead_letter>> troupe_handle(list_dead_letters) {
@@ -415,18 +419,37 @@ private:
   /// The key in `dedup` of the mark `mark_key` (a `detail::mark_key`).
   std::string dedup_key(std::string_view mark_key) const { return detail::key(tracker_->prefix(), 0, mark_key); }
 
-  /// The mark that answers `m` (its sender and ID processed or rejected;
-  /// `key` is their `mark_key`),
-  /// or one moved from the first layout for its ID (which stands for any
-  /// sender); null if `m` is to be run.
-  const detail::dedup_marks::mark* find_mark(const message& m, const std::string& key) const {
-    if (const auto* mk = marks_.find(key); mk && mk->answers()) return mk;
-    if (has_moved_marks_) return marks_.find(detail::mark_key({}, m.id.str()));
-    return nullptr;
+  /// The mark of `m` (its sender and ID; `key` is their `mark_key`), from
+  /// the marks in memory or else from the store — where a store has marks
+  /// of the first layout, one moved from there for its ID (which stands for
+  /// any sender) — or null. A mark read from the store stays in memory
+  /// (`cached_marks`). The pointer is valid until the next mark is added.
+  task<const detail::dedup_marks::mark*> find_mark(const message& m, const std::string& key) {
+    if (const auto* mk = marks_.find(key)) {
+      // One past the retention is as the store may have it: forgotten.
+      const auto r = options_.dedup.retention;
+      if (r == std::chrono::milliseconds::max() || mk->time_ms + r.count() > troupe::detail::now_ms()) co_return mk;
+      marks_.erase(key);
+    }
+    const bool moved = tables_.dedup_by_id.has_value();
+    // (A named callable: GCC 12 destroys a temporary one inside the
+    // co_await twice.)
+    auto read = [this, k = dedup_key(key), k2 = moved ? dedup_key(detail::mark_key({}, m.id.str())) : std::string()] {
+      std::optional<std::string> v;
+      if (auto ec = this->storage().get(tables_.dedup, k, v)) throw error(ec, "reading a dedup mark of " + this->pid());
+      if (!v && !k2.empty())
+        if (auto ec = this->storage().get(tables_.dedup, k2, v))
+          throw error(ec, "reading a dedup mark of " + this->pid());
+      return v;
+    };
+    auto value = co_await this->storage().async_run(std::move(read));
+    if (!value) co_return nullptr;
+    marks_.add(key, detail::decode_mark(*value));
+    co_return marks_.find(key);
   }
 
-  /// On the journal's thread: the pending deliveries, and the dedup marks
-  /// (into `marks_`: the actor waits meanwhile).
+  /// On the journal's thread: the pending deliveries and the dead letters'
+  /// IDs (and a receiver's marks of the first layout moved).
   std::vector<detail::outgoing> load(std::unordered_map<std::string, std::string>& dead) {
     std::vector<detail::outgoing> pending;
     const auto prefix = detail::key_prefix(this->pid());
@@ -445,19 +468,8 @@ private:
       return true;
     });
     if (ec) throw error(ec, "loading the dead letters of " + this->pid());
-    if constexpr (receives()) {
+    if constexpr (receives())
       if (tables_.dedup_by_id) move_marks_by_id(prefix);
-      std::vector<std::pair<std::string, detail::dedup_marks::mark>> found;
-      ec = this->storage().scan(tables_.dedup, prefix, [&](std::string_view k, std::string_view v) {
-        auto mk = detail::decode_mark(v);
-        auto key = std::string(k.substr(prefix.size()));
-        if (detail::sender_of_mark(key).empty()) has_moved_marks_ = true;
-        found.emplace_back(std::move(key), std::move(mk));
-        return true;
-      });
-      if (ec) throw error(ec, "loading the dedup marks of " + this->pid());
-      marks_.load(std::move(found));
-    }
     return pending;
   }
 
@@ -622,7 +634,6 @@ private:
   detail::tables tables_;
   std::shared_ptr<detail::outgoing_tracker<Derived>> tracker_;
   detail::dedup_marks marks_;
-  bool has_moved_marks_ = false; // some marks came from the first layout (any sender)
   std::array<std::size_t, 4> known_senders_{}; // hashes of admitted senders (`check_sender`)
   std::uint8_t known_count_ = 0, next_known_ = 0;
   std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0, handler_failures_ = 0, poison_rejected_ = 0;

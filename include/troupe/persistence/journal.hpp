@@ -53,6 +53,25 @@ public:
   /// layer reading an older layout of its own, say).
   virtual std::optional<table> find_table(std::string_view name) = 0;
 
+  /// Lets the store drop the values of table `t` whose time `f` gives has
+  /// passed, whenever it rewrites them (RocksDB: in its compactions), and
+  /// at `drop_expired`: a table of records that outlive their use then
+  /// shrinks as fast as they expire, with no sweep of its own, also while
+  /// their owners are not live. Until dropped they stay readable. A later
+  /// call replaces `f`. By default the store keeps every value.
+  virtual void set_expiry(table t, expiry_fn f) {
+    (void)t;
+    (void)f;
+  }
+
+  /// Blocking: drops the values of `t` that have expired by now (RocksDB:
+  /// compacts the table). For tests and operators; the store drops them
+  /// by itself as it goes.
+  virtual std::error_code drop_expired(table t) {
+    (void)t;
+    return {};
+  }
+
   // -- writes (never block) ----------------------------------------------------
 
   /// Appends `events` and applies `tables`, atomically; `done` runs once
@@ -219,6 +238,17 @@ public:
 
   table open_table(std::string_view name) override { return store_.open_table(name); }
   std::optional<table> find_table(std::string_view name) override { return store_.find_table(name); }
+
+  void set_expiry(table t, expiry_fn f) override {
+    if constexpr (requires { store_.set_expiry(t, std::move(f)); }) store_.set_expiry(t, std::move(f));
+  }
+
+  std::error_code drop_expired(table t) override {
+    if constexpr (requires { store_.drop_expired(t); })
+      return store_.drop_expired(t);
+    else
+      return {};
+  }
 
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {

@@ -42,6 +42,30 @@ public:
   /// The table named `name` if it was opened, without creating it.
   std::optional<table> find_table(std::string_view name) const { return tables_.find(name); }
 
+  /// Values of `t` whose time `f` gives has passed are dropped by
+  /// `drop_expired` (this store rewrites nothing on its own).
+  void set_expiry(table t, expiry_fn f) {
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return;
+    std::lock_guard g(mutex_);
+    expiry_[slot] = std::move(f);
+  }
+
+  /// Drops the values of `t` that have expired by now.
+  std::error_code drop_expired(table t) {
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
+    std::lock_guard g(mutex_);
+    auto& f = expiry_[slot];
+    if (!f) return {};
+    const auto now = troupe::detail::now_ms();
+    std::erase_if(data_[slot], [&](const auto& kv) {
+      const auto e = f(kv.first, kv.second);
+      return e && *e <= now;
+    });
+    return {};
+  }
+
   // -- journal ----------------------------------------------------------------
 
   /// Appends `events` atomically (all or none). Their sequence numbers must
@@ -234,6 +258,7 @@ private:
   std::map<std::string, id_state, std::less<>> ids_;
   detail::table_registry tables_;
   std::array<std::map<std::string, std::string, std::less<>>, detail::table_registry::capacity> data_;
+  std::array<expiry_fn, detail::table_registry::capacity> expiry_;
 };
 
 } // namespace troupe::persistence

@@ -6,6 +6,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -147,6 +148,12 @@ struct table_write {
   }
   static table_write erase(persistence::table t, std::string key) { return {t, std::move(key), std::nullopt}; }
 };
+
+/// When a value of a table may go (`journal::set_expiry`): wall-clock
+/// milliseconds since the epoch (the clock of `written_ms`), or none for a
+/// value that stays. Called on the store's threads: thread-safe, cheap,
+/// and it must not throw.
+using expiry_fn = std::function<std::optional<std::int64_t>(std::string_view key, std::string_view value)>;
 
 /// What a successful write survives. See docs/storage.md.
 enum class durability : std::uint8_t {

@@ -14,6 +14,7 @@
 #include <troupe/persistence/detail/group_writer.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/detail/memtable_hints.hpp>
+#include <troupe/persistence/detail/rocksdb_expiry.hpp>
 #include <troupe/persistence/detail/rocksdb_format.hpp>
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
 #include <troupe/persistence/detail/rocksdb_status.hpp>
@@ -145,7 +146,7 @@ public:
     auto r = read_db();
     if (!r.db) throw error(errc::storage_failure, "cannot create table " + std::string(name) + ": " + last_failure());
     rocksdb::ColumnFamilyHandle* h = nullptr;
-    auto st = r.db->CreateColumnFamily(table_options(), std::string(name), &h);
+    auto st = r.db->CreateColumnFamily(table_options(name), std::string(name), &h);
     if (!st.ok())
       throw error(detail::status_code(st, errc::corrupt_store),
                   "cannot create table " + std::string(name) + " in " + path_ + ": " + st.ToString());
@@ -159,6 +160,25 @@ public:
     layout_.tables[detail::table_registry::slot_of(t)].store(h, std::memory_order_release);
     table_count_.fetch_add(1, std::memory_order_release);
     return t;
+  }
+
+  /// Values of `t` whose time `f` gives has passed are dropped in the
+  /// table's compactions (`journal::set_expiry`).
+  void set_expiry(table t, expiry_fn f) {
+    if (!is_table(t)) return;
+    expiries_->set(registry_.name(t), std::move(f));
+  }
+
+  /// Compacts table `t`, dropping what has expired by now.
+  std::error_code drop_expired(table t) {
+    if (!is_table(t)) return troupe::errc::invalid_argument;
+    auto r = read_db();
+    if (!r.db) return errc::storage_failure;
+    rocksdb::CompactRangeOptions o;
+    o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    auto st = r.db->CompactRange(o, layout_.table_cf(t), nullptr, nullptr);
+    if (!st.ok()) return read_failed(st, "compacting table " + std::string(registry_.name(t)));
+    return {};
   }
 
   /// The table named `name` if the store has it (its column family
@@ -470,10 +490,12 @@ private:
   }
 
   /// Tables insert with a hint per owner, for keys that start with a
-  /// length-prefixed name (keys of other shapes get none).
-  static rocksdb::ColumnFamilyOptions table_options() {
+  /// length-prefixed name (keys of other shapes get none), and drop what
+  /// has expired when they are compacted (`set_expiry`).
+  rocksdb::ColumnFamilyOptions table_options(std::string_view name) const {
     rocksdb::ColumnFamilyOptions cf;
     cf.memtable_insert_with_hint_prefix_extractor = detail::owner_prefix_extractor();
+    cf.compaction_filter_factory = std::make_shared<detail::expiry_filter_factory>(expiries_, std::string(name));
     return cf;
   }
 
@@ -493,7 +515,7 @@ private:
     o.create_missing_column_families = true;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
     for (auto* n : detail::rocksdb_layout::own_column_families) cfs.emplace_back(n, own_options(n));
-    for (auto& n : tables) cfs.emplace_back(n, table_options());
+    for (auto& n : tables) cfs.emplace_back(n, table_options(n));
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     auto st = rocksdb::DB::Open(o, path_, cfs, &handles, &db);
@@ -667,6 +689,7 @@ private:
   detail::rocksdb_layout layout_;
   detail::table_registry registry_;
   std::mutex tables_mutex_; // open_table
+  std::shared_ptr<detail::expiries> expiries_ = std::make_shared<detail::expiries>();
   std::optional<detail::group_writer> writer_;
 };
 

@@ -64,6 +64,8 @@ public:
 
   table open_table(std::string_view name) override { return inner_->open_table(name); }
   std::optional<table> find_table(std::string_view name) override { return inner_->find_table(name); }
+  void set_expiry(table t, persistence::expiry_fn f) override { inner_->set_expiry(t, std::move(f)); }
+  std::error_code drop_expired(table t) override { return inner_->drop_expired(t); }
 
   /// Not failed, rejected nor delayed: passed on.
   void write_later(std::vector<table_write> tables) override { inner_->write_later(std::move(tables)); }

@@ -1,8 +1,9 @@
 #pragma once
 
-// A receiver's dedup marks in memory: which deliveries (sender and ID) it
-// processed, with the reply, or rejected, or whose handler failed so far,
-// in the order they were made (for the retention sweep).
+// The dedup marks a receiver keeps in memory: which deliveries (sender and
+// ID) it processed, with the reply, or rejected, or whose handler failed so
+// far — the most recent ones, up to a capacity (the store's table holds
+// them all).
 
 #include <boost/intrusive/list.hpp>
 
@@ -36,7 +37,8 @@ public:
     bool answers() const noexcept { return what != state::failing; }
   };
 
-  dedup_marks() = default;
+  /// Keeps at most `capacity` marks (at least one).
+  explicit dedup_marks(std::size_t capacity = 256) : capacity_(std::max<std::size_t>(1, capacity)) {}
   dedup_marks(const dedup_marks&) = delete;
   dedup_marks& operator=(const dedup_marks&) = delete;
 
@@ -46,8 +48,8 @@ public:
     return it == marks_.end() ? nullptr : &it->second.m;
   }
 
-  /// A mark made now (its time no earlier than the last one's): it replaces
-  /// the key's mark, and goes last in the order.
+  /// A mark made or read now: it replaces the key's mark and is the most
+  /// recent; past the capacity the least recent goes.
   void add(std::string key, mark m) {
     auto [it, fresh] = marks_.try_emplace(std::move(key));
     auto& e = it->second;
@@ -57,31 +59,17 @@ public:
       e.unlink();
     e.m = std::move(m);
     order_.push_back(e);
+    while (marks_.size() > capacity_) marks_.erase(*order_.front().key); // unlinks it from the order
   }
 
-  /// Marks read back from the store, in any order.
-  void load(std::vector<std::pair<std::string, mark>> found) {
-    std::stable_sort(found.begin(), found.end(),
-                     [](const auto& a, const auto& b) { return a.second.time_ms < b.second.time_ms; });
-    marks_.reserve(marks_.size() + found.size());
-    for (auto& [key, m] : found) add(std::move(key), std::move(m));
-  }
-
-  /// Forgets up to `max` marks made before `cutoff`, oldest first, and
-  /// returns their keys.
-  std::vector<std::string> expire(std::int64_t cutoff, std::size_t max) {
-    std::vector<std::string> out;
-    while (!order_.empty() && out.size() < max && order_.front().m.time_ms < cutoff) {
-      out.push_back(*order_.front().key);
-      marks_.erase(out.back()); // unlinks it from the order
-    }
-    return out;
-  }
+  /// Forgets the mark of `key`, if there is one.
+  void erase(const std::string& key) { marks_.erase(key); }
 
   std::size_t size() const noexcept { return marks_.size(); }
+  std::size_t capacity() const noexcept { return capacity_; }
 
 private:
-  // A mark, linked into the order the marks were made (it unlinks itself
+  // A mark, linked into the order the marks were added (it unlinks itself
   // when erased); `key` is its key in `marks_` (nodes do not move).
   struct entry : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>> {
     mark m;
@@ -91,6 +79,7 @@ private:
   // Declared first: destroyed after the marks, which unlink from it.
   boost::intrusive::list<entry, boost::intrusive::constant_time_size<false>> order_;
   std::unordered_map<std::string, entry> marks_;
+  std::size_t capacity_;
 };
 
 } // namespace troupe::delivery::detail
