@@ -23,6 +23,12 @@ struct rocksdb_options {
   /// recently written are dropped and read again (one seek) at their next
   /// write: a store with millions of IDs (one per order) stays bounded.
   std::size_t id_cache = 100'000;
+  /// The memory the write buffers (memtables) of the journal and every
+  /// table share, in bytes: once they hold this much, RocksDB flushes the
+  /// largest. The store's memory then stays bounded however many tables it
+  /// has and however long it runs (0: RocksDB's default, 64 MiB per column
+  /// family).
+  std::size_t write_buffers = 64u << 20;
   /// Open a store whose WAL is damaged before its end (which refuses to
   /// open with `corrupt_store` otherwise) at the last consistent point
   /// before the damage: every write from there on is dropped, `salvaged()`

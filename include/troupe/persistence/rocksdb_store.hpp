@@ -583,6 +583,7 @@ private:
     // default), unless the operator asked for that.
     o.wal_recovery_mode = options_.salvage ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
                                            : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+    o.db_write_buffer_size = options_.write_buffers;
     return o;
   }
 
