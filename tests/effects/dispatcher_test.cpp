@@ -377,8 +377,6 @@ TEST_CASE("retention removes completed records after their time and failed ones 
   auto o = fast_dispatcher();
   o.retention.completed = 30ms;
   o.retention.failed = 1500ms;
-  o.retention.sweep_interval = 5ms;
-  o.retention.sweep_batch = 1; // bounded batches: one record per sweep
   w.dispatcher(std::move(a), o);
   auto s = w.owner();
   for (int i = 0; i < 3; ++i) CHECK(test::get(s.ask(start_task{"done:" + std::to_string(i)}, asio::use_future)));
@@ -389,13 +387,17 @@ TEST_CASE("retention removes completed records after their time and failed ones 
   REQUIRE(w.settled(s, "failed", effect_status::failed));
   for (int i = 0; i < 3; ++i) REQUIRE(w.settled(s, "done:" + std::to_string(i), effect_status::completed));
   REQUIRE(w.eventually([&] {
+    w.drop_expired();
     for (int i = 0; i < 3; ++i)
       if (w.record("done:" + std::to_string(i))) return false;
     return true;
   }));
   // The failed record outlives the completed ones, then goes too.
   CHECK(w.record("failed"));
-  REQUIRE(w.eventually([&] { return !w.record("failed"); }));
+  REQUIRE(w.eventually([&] {
+    w.drop_expired();
+    return !w.record("failed");
+  }));
   CHECK(w.record("unknown"));
   CHECK(w.record("pending"));
   CHECK(w.record("pending")->status == effect_status::pending);
@@ -403,30 +405,31 @@ TEST_CASE("retention removes completed records after their time and failed ones 
   REQUIRE(w.settled(s, "pending", effect_status::completed));
 }
 
-TEST_CASE("one sweep removes every finished record whose time came, a batch at a time, not one batch per interval") {
+TEST_CASE("finished records go once their outcome was confirmed and their time came, with nothing of them in the "
+          "dispatcher's memory; pending ones are paged in a window at a time") {
   world w;
   auto ok = w.new_script();
   te::adapters a;
   a.add("task", queryable{ok}, fast_retries());
   auto o = fast_dispatcher();
   o.retention.completed = 20ms;
-  o.retention.sweep_interval = std::chrono::hours(1); // only the sweep told below
-  o.retention.sweep_batch = 2;
-  auto d = w.dispatcher(std::move(a), o);
+  o.window = 4; // 30 pending records, 4 at a time in memory
+  o.max_in_flight = 2;
+  // Recorded before the dispatcher starts: it finds them in the outbox.
   auto s = w.owner();
-  for (int i = 0; i < 9; ++i) CHECK(test::get(s.ask(start_task{"done:" + std::to_string(i)}, asio::use_future)));
-  for (int i = 0; i < 9; ++i) REQUIRE(w.settled(s, "done:" + std::to_string(i), effect_status::completed));
+  for (int i = 0; i < 30; ++i) CHECK(test::get(s.ask(start_task{"done:" + std::to_string(i)}, asio::use_future)));
+  auto d = w.dispatcher(std::move(a), o);
+  for (int i = 0; i < 30; ++i) REQUIRE(w.settled(s, "done:" + std::to_string(i), effect_status::completed));
+  CHECK(ok->execute_calls == 30);
   // Each owner has confirmed its outcome (a record stays until then).
   REQUIRE(w.eventually([&] { return test::get(d.ask(td::delivery_status{}, asio::use_future)).unconfirmed == 0; }));
   troupe::testing::step_wall_clock(std::chrono::seconds(1)); // past the retention, without waiting for it
   struct step_back {
     ~step_back() { troupe::testing::step_wall_clock(-std::chrono::milliseconds(1000)); }
   } back;
-  REQUIRE_FALSE(d.tell(te::detail::sweep{}));
-  // Five batches of at most two, one after another (before: two records,
-  // then nothing for an hour).
   CHECK(w.eventually([&] {
-    for (int i = 0; i < 9; ++i)
+    w.drop_expired();
+    for (int i = 0; i < 30; ++i)
       if (w.record("done:" + std::to_string(i))) return false;
     return true;
   }));
@@ -510,15 +513,18 @@ TEST_CASE("an outcome is redelivered to an owner that is down past the sender's 
   auto o = fast_dispatcher();
   o.delivery.redelivery.max_attempts = 2; // a horizon of 80 ms for ordinary deliveries
   o.retention.completed = 1ms;
-  o.retention.sweep_interval = 5ms;
   auto d = w.dispatcher(std::move(a), o);
   w.complete_while_owner_is_down(*sc, "job:1");
   std::this_thread::sleep_for(300ms); // well past the horizon, and past the completed record's retention
   CHECK(test::get(d.ask(td::list_dead_letters{}, asio::use_future)).empty());
-  CHECK(w.record("job:1")); // not swept: the owner has not confirmed the outcome
+  w.drop_expired();
+  CHECK(w.record("job:1")); // not dropped: the owner has not confirmed the outcome
   auto s = w.owner();
   REQUIRE(w.settled(s, "job:1", effect_status::completed));
-  REQUIRE(w.eventually([&] { return !w.record("job:1"); })); // swept once confirmed
+  REQUIRE(w.eventually([&] {
+    w.drop_expired();
+    return !w.record("job:1");
+  })); // dropped once confirmed
 }
 
 TEST_CASE("a dispatcher left alone after another stopped mid-attempt reads the record again: never a second execution "
@@ -580,11 +586,10 @@ TEST_CASE("a dispatcher does not sweep a record whose outcome another dispatcher
   a2.add("task", queryable{other}, fast_retries());
   auto o2 = fast_dispatcher("dispatcher-2");
   o2.retention.completed = 1ms;
-  o2.retention.sweep_interval = 5ms;
   auto d2 = w.dispatcher(std::move(a2), o2);
-  std::this_thread::sleep_for(200ms); // many of its sweeps
+  std::this_thread::sleep_for(200ms);
+  w.drop_expired();
   CHECK(w.record("job:1")); // the owner has not confirmed the outcome
-  CHECK(test::get(d2.ask(te::effects_status{}, asio::use_future)).removed == 0);
   auto s = w.owner();
   REQUIRE(w.settled(s, "job:1", effect_status::completed));
   CHECK(other->execute_calls == 0);

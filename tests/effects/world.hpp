@@ -362,6 +362,10 @@ struct world {
 
   effect_status status(const troupe::actor_ref<shop>& s, const std::string& id) { return effects(s).status(id); }
 
+  /// The store drops the outbox records whose time has come (as a
+  /// compaction would).
+  void drop_expired() { REQUIRE_FALSE(store->drop_expired(store->open_table("outbox"))); }
+
   /// The outbox record of `id` in the store, if any.
   std::optional<te::effect_info> record(const std::string& id) {
     std::optional<std::string> v;

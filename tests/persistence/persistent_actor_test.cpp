@@ -322,3 +322,29 @@ TEST_CASE("recovery passes over the numbers a salvage dropped, and the next even
   CHECK(test::get(c.ask(add{4}, asio::use_future)) == 7);
   CHECK(store->highest_sequence_nr("c-salvaged") == 6);
 }
+
+TEST_CASE("a long recovery reports its progress every so many events and at the end") {
+  tp::memory_store store;
+  std::vector<tp::event_record> es;
+  for (tp::sequence_nr s = 1; s <= 2500; ++s) es.push_back({s, "test.added", 1, "{\"n\":1}"});
+  REQUIRE(!store.write("c-long", es));
+  std::mutex m;
+  std::vector<tp::recovery_progress> seen;
+  tp::persistence_options o;
+  o.recovery_progress_every = 1000;
+  o.on_recovery_progress = [&](const tp::recovery_progress& p) {
+    std::lock_guard g(m);
+    seen.push_back(p);
+  };
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-long"}, journal_for(store), o);
+  CHECK(test::get(c.ask(get{}, asio::use_future)).first == 2500);
+  std::lock_guard g(m);
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].events_read == 1000);
+  CHECK(seen[1].events_read == 2000);
+  CHECK_FALSE(seen[1].done);
+  CHECK(seen[2].done);
+  CHECK(seen[2].events_read == 2500);
+  for (auto& p : seen) CHECK(p.highest == 2500);
+}

@@ -27,7 +27,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -49,7 +51,8 @@ struct enqueued {
 };
 struct tick {};
 struct results_ready {};
-struct sweep {};
+/// Told when the pending records in memory run low: the next page.
+struct refill {};
 
 struct dispatcher_state {};
 
@@ -89,9 +92,8 @@ public:
                   "dispatcher " + options_.name + ": delivery.max_message_bytes of " +
                       std::to_string(options_.delivery.max_message_bytes) + "; an outcome needs room for at least " +
                       std::to_string(min_message_bytes) + " (its operation ID, JSON-escaped, and a reason)");
-    if (options_.retention.sweep_interval.count() <= 0 || options_.retention.sweep_batch == 0)
-      throw error(troupe::errc::invalid_argument,
-                  "dispatcher " + options_.name + ": retention sweep_interval and sweep_batch must be positive");
+    if (options_.window == 0)
+      throw error(troupe::errc::invalid_argument, "dispatcher " + options_.name + ": window must be at least 1");
     shared_ = std::make_shared<detail::shared_part>();
     shared_->adapters = std::move(a);
     shared_->journal = this->storage_ptr();
@@ -100,6 +102,12 @@ public:
     auto self = ctx.self();
     shared_->notify = [self] { (void)self.tell(detail::results_ready{}); };
     shared_->kick = [self] { (void)self.tell(detail::tick{}); };
+    // Finished records whose outcome was confirmed go once their retention
+    // has passed: the store drops them as it compacts.
+    this->storage().set_expiry(shared_->outbox, [c = options_.retention.completed, f = options_.retention.failed](
+                                                    std::string_view key, std::string_view value) {
+      return detail::record_expiry(key, value, c, f);
+    });
   }
 
   ~dispatcher() {
@@ -115,44 +123,14 @@ public:
     for (auto& id : mine) shared_->held->release(id);
   }
 
-  /// Loads the outbox; in-doubt effects are resolved before anything else
-  /// is executed.
+  /// Reads the first page of pending records (the index of pending
+  /// records is built first in a store written without one); in-doubt
+  /// effects are resolved before anything else is executed.
   task<> on_recovery_completed() {
-    auto all = co_await this->storage().async_run([this] {
-      std::vector<detail::record> out;
-      auto ec = this->storage().scan(shared_->outbox, "e", [&](std::string_view k, std::string_view v) {
-        out.push_back(detail::decode(k.substr(1), v));
-        return true;
-      });
-      if (ec) throw error(ec, "loading the outbox");
-      return out;
-    });
-    const auto now = troupe::detail::now_ms();
-    for (auto& r : all) {
-      const auto id = r.info.id;
-      switch (r.info.status) {
-      case effect_status::pending: {
-        // An attempt may have been cut short by the restart: where the
-        // system can be asked, ask before executing.
-        if (auto a = adapter_of(r.info.type); a && a->can_query) r.info.in_doubt = true;
-        if (r.info.in_doubt) {
-          r.due_ms = now;
-          first_.insert(id);
-        }
-        add_open(std::move(r));
-        break;
-      }
-      case effect_status::completed: expire_later(r); break;
-      case effect_status::failed:
-        expire_later(r);
-        stuck_[id] = std::move(r);
-        break;
-      default: stuck_[id] = std::move(r); break;
-      }
-    }
-    auto& ctx = this->actor_context();
-    ctx.schedule_every(options_.tick, detail::tick{});
-    ctx.schedule_every(options_.retention.sweep_interval, detail::sweep{});
+    co_await this->storage().async_run([this] { index_pending(); });
+    first_pass_ = true;
+    co_await refill();
+    this->actor_context().schedule_every(options_.tick, detail::tick{});
     kick();
   }
 
@@ -160,13 +138,25 @@ public:
 
   void handle(detail::enqueued e) {
     const auto id = e.rec.info.id;
-    if (open_.contains(id) || stuck_.contains(id)) return;
+    if (open_.contains(id)) return;
+    if (open_.size() >= options_.window) {
+      more_ = true; // it waits in the outbox until there is room
+      return;
+    }
     e.rec.due_ms = troupe::detail::now_ms();
     add_open(std::move(e.rec));
     kick();
   }
 
-  void handle(detail::tick) { kick(); }
+  void handle(detail::tick) {
+    kick();
+    maybe_refill();
+  }
+
+  task<> handle(detail::refill) {
+    co_await refill();
+    kick();
+  }
 
   task<> handle(detail::results_ready) {
     auto batch = shared_->take();
@@ -181,9 +171,13 @@ public:
         plans.push_back(detail::decide(r, adapter_of(r.rec.info.type), now));
         auto& p = plans.back();
         if (!p.write) continue;
-        if (p.update) p.rec.reporter = this->pid();
+        if (p.update) {
+          p.rec.reporter = this->pid();
+          p.rec.confirmed = false;
+        }
         tables.push_back(
             persistence::table_write::put(shared_->outbox, detail::outbox_key(p.rec.info.id), detail::encode(p.rec)));
+        tables.push_back(detail::pending_entry(shared_->outbox, p.rec));
         if (p.update) co_await report(p.rec.info.owner, *p.update);
       }
     } catch (...) {
@@ -201,75 +195,41 @@ public:
     kick();
   }
 
-  /// Removes the finished records whose time has come — not before their
-  /// owner confirmed their outcome: the delivery that reported it is asked
-  /// of its sender, this dispatcher's tracker, or the store for another's.
-  task<> handle(detail::sweep) {
-    const auto now = troupe::detail::now_ms();
-    std::vector<expiring> due;
-    while (!expiry_.empty() && expiry_.begin()->first <= now && due.size() < options_.retention.sweep_batch) {
-      auto e = std::move(expiry_.begin()->second);
-      expiry_.erase(expiry_.begin());
-      if (open_.contains(e.id)) continue; // re-queued since
-      due.push_back(std::move(e));
-    }
-    if (due.empty()) co_return;
-    // A full batch: more may be due. The next batch goes at once, after
-    // what waits in the mailbox (the sweep keeps up with any rate of
-    // effects, a batch at a time; what stays is due again an interval on).
-    if (due.size() == options_.retention.sweep_batch) (void)this->actor_context().self().tell(detail::sweep{});
-    // Reported by another dispatcher (or by one before a restart): whether
-    // that delivery is still recorded, in the store.
-    std::vector<bool> unconfirmed(due.size(), false);
-    bool foreign = false;
-    for (std::size_t i = 0; i < due.size(); ++i) {
-      if (due[i].reporter.empty() || due[i].reporter == this->pid())
-        unconfirmed[i] = this->unconfirmed(due[i].outcome);
-      else
-        foreign = true;
-    }
-    if (foreign)
-      co_await this->storage().async_run([&] {
-        for (std::size_t i = 0; i < due.size(); ++i)
-          if (!due[i].reporter.empty() && due[i].reporter != this->pid())
-            unconfirmed[i] = this->recorded_unconfirmed(due[i].reporter, due[i].outcome);
-      });
-    std::vector<persistence::table_write> tables;
-    for (std::size_t i = 0; i < due.size(); ++i) {
-      auto& e = due[i];
-      if (open_.contains(e.id)) continue;
-      if (unconfirmed[i]) {
-        // Its owner has not confirmed the outcome yet: the record stays
-        // until it has (the delivery is never given up).
-        expiry_.emplace(now + options_.retention.sweep_interval.count(), std::move(e));
-        continue;
-      }
-      if (auto it = stuck_.find(e.id); it != stuck_.end()) {
-        if (it->second.info.status != effect_status::failed) continue; // unknown: kept for an operator
-        stuck_.erase(it);
-      }
-      tables.push_back(persistence::table_write::erase(shared_->outbox, detail::outbox_key(e.id)));
-    }
-    if (tables.empty()) co_return;
-    const auto n = tables.size();
-    co_await this->persist_all_with(std::move(tables));
-    stats_.removed += n;
+  /// The owner confirmed an outcome this dispatcher reported: its record
+  /// may go once its retention has passed (the store drops it then).
+  task<> handle(delivery::confirmed c) {
+    auto parts = outcome_of(c.id);
+    if (!parts) co_return;
+    auto r = co_await read_record(parts->id);
+    if (!r || r->info.round != parts->round || to_string(r->info.status) != parts->status || r->confirmed ||
+        r->info.status == effect_status::pending)
+      co_return;
+    r->confirmed = true;
+    this->storage().write_later(
+        {persistence::table_write::put(shared_->outbox, detail::outbox_key(r->info.id), detail::encode(*r))});
   }
 
   // -- the operator API ------------------------------------------------------------
 
-  std::vector<effect_info> handle(list_effects q) const {
-    std::vector<effect_info> out;
-    for (auto& [id, r] : stuck_) out.push_back(r.info);
-    if (q.pending)
-      for (auto& [id, s] : open_) out.push_back(s.rec.info);
-    return out;
+  /// From the store: the operator's path, not a hot one.
+  task<std::vector<effect_info>> handle(list_effects q) {
+    auto all = co_await this->storage().async_run([this, q] {
+      std::vector<effect_info> out;
+      scan_records([&](detail::record& r) {
+        if (r.info.status == effect_status::failed || r.info.status == effect_status::unknown ||
+            (q.pending && r.info.status == effect_status::pending))
+          out.push_back(std::move(r.info));
+      });
+      return out;
+    });
+    co_return all;
   }
 
   task<bool> handle(requeue_effect q) {
-    auto it = stuck_.find(q.id);
-    if (it == stuck_.end()) co_return false;
-    auto r = it->second;
+    auto found = co_await read_record(q.id);
+    if (!found || (found->info.status != effect_status::failed && found->info.status != effect_status::unknown))
+      co_return false;
+    auto r = std::move(*found);
     const auto now = troupe::detail::now_ms();
     const auto* a = adapter_of(r.info.type);
     r.info.in_doubt = r.info.status == effect_status::unknown && a && a->can_query;
@@ -283,32 +243,40 @@ public:
     r.due_ms = now;
     r.note(now, "operator", "requeued", "round " + std::to_string(r.info.round));
     co_await write_with_update(r);
-    stuck_.erase(q.id);
-    add_open(std::move(r));
+    if (open_.size() < options_.window)
+      add_open(std::move(r));
+    else
+      more_ = true;
     kick();
     co_return true;
   }
 
   task<bool> handle(resolve_effect q) {
-    auto it = stuck_.find(q.id);
-    if (it == stuck_.end() || it->second.info.status != effect_status::unknown) co_return false;
-    auto r = it->second;
+    auto found = co_await read_record(q.id);
+    if (!found || found->info.status != effect_status::unknown) co_return false;
+    auto r = std::move(*found);
     const auto now = troupe::detail::now_ms();
     r.note(now, "operator", q.completed ? "completed" : "failed", q.detail);
     detail::finish(r, q.completed ? effect_status::completed : effect_status::failed, q.detail, now);
     co_await write_with_update(r);
-    stuck_.erase(q.id);
-    if (r.info.status == effect_status::failed) stuck_[q.id] = r;
-    expire_later(r);
     co_return true;
   }
 
-  dispatcher_stats handle(effects_status) const {
+  /// Counts what the outbox holds (from the store: the operator's path).
+  task<dispatcher_stats> handle(effects_status) {
     auto s = stats_;
-    s.pending = open_.size();
     s.running = in_flight_;
-    for (auto& [id, r] : stuck_) (r.info.status == effect_status::failed ? s.failed : s.unknown) += 1;
-    return s;
+    co_await this->storage().async_run([this, &s] {
+      scan_records([&](const detail::record& r) {
+        switch (r.info.status) {
+        case effect_status::pending: ++s.pending; break;
+        case effect_status::failed: ++s.failed; break;
+        case effect_status::unknown: ++s.unknown; break;
+        default: break;
+        }
+      });
+    });
+    co_return s;
   }
 
 private:
@@ -331,24 +299,157 @@ private:
     open_[id] = slot{std::move(r), false};
   }
 
-  /// A finished record, due for removal: its ID, and the delivery that
-  /// reported its outcome (by `reporter`).
-  struct expiring {
-    std::string id;
-    delivery::delivery_id outcome;
-    std::string reporter;
-  };
-
-  void expire_later(const detail::record& r) {
-    const auto keep =
-        r.info.status == effect_status::completed ? options_.retention.completed : options_.retention.failed;
-    const auto at = keep == std::chrono::milliseconds::max() ? INT64_MAX : r.info.finished_ms + keep.count();
-    expiry_.emplace(at, expiring{r.info.id, outcome_id(r.info.id, r.info.round, r.info.status), r.reporter});
-  }
-
   /// The ID of the delivery that tells an effect's owner its state.
   static delivery::delivery_id outcome_id(const std::string& id, std::uint32_t round, effect_status status) {
     return delivery::delivery_id::of(id, std::to_string(round), to_string(status));
+  }
+
+  struct outcome_parts {
+    std::string id;
+    std::uint32_t round = 0;
+    std::string status;
+  };
+
+  /// The parts of an `outcome_id` (none for another delivery's ID).
+  static std::optional<outcome_parts> outcome_of(const delivery::delivery_id& d) {
+    std::vector<std::string> parts(1);
+    const auto& s = d.str();
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '\\' && i + 1 < s.size())
+        parts.back() += s[++i];
+      else if (s[i] == ':')
+        parts.emplace_back();
+      else
+        parts.back() += s[i];
+    }
+    if (parts.size() != 3) return std::nullopt;
+    try {
+      return outcome_parts{std::move(parts[0]), static_cast<std::uint32_t>(std::stoul(parts[1])), std::move(parts[2])};
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+
+  /// The record of `id` in the store, or none.
+  task<std::optional<detail::record>> read_record(const std::string& id) {
+    auto read = [this, key = detail::outbox_key(id), id] {
+      std::optional<std::string> v;
+      if (auto ec = this->storage().get(shared_->outbox, key, v)) throw error(ec, "reading outbox record " + id);
+      std::optional<detail::record> r;
+      if (v) r = detail::decode(id, *v);
+      return r;
+    };
+    co_return co_await this->storage().async_run(std::move(read));
+  }
+
+  /// On the journal's thread: `f(record&)` for every record of the outbox.
+  template <class F>
+  void scan_records(F&& f) {
+    auto ec = this->storage().scan(shared_->outbox, "e", [&](std::string_view k, std::string_view v) {
+      auto r = detail::decode(k.substr(1), v);
+      f(r);
+      return true;
+    });
+    if (ec) throw error(ec, "reading the outbox");
+  }
+
+  /// On the journal's thread, once per store: the pending records of a
+  /// store written before the pending index are indexed, with the key that
+  /// says so, in one atomic write.
+  void index_pending() {
+    auto& j = this->storage();
+    std::optional<std::string> built;
+    if (auto ec = j.get(shared_->outbox, std::string(detail::pending_index_built), built))
+      throw error(ec, "reading the outbox");
+    if (built) return;
+    std::vector<persistence::table_write> w;
+    scan_records([&](const detail::record& r) {
+      if (r.info.status == effect_status::pending) w.push_back(detail::pending_entry(shared_->outbox, r));
+    });
+    w.push_back(persistence::table_write::put(shared_->outbox, std::string(detail::pending_index_built), {}));
+    std::promise<std::error_code> done;
+    auto written = done.get_future();
+    j.write({}, {}, std::move(w), [&done](std::error_code e) { done.set_value(e); });
+    if (auto e = written.get()) throw error(e, "writing the outbox's pending index");
+  }
+
+  /// Pages in pending records while fewer than half the window are held.
+  void maybe_refill() {
+    if (more_ && !refilling_ && open_.size() < options_.window / 2 + 1) {
+      refilling_ = true;
+      (void)this->actor_context().self().tell(detail::refill{});
+    }
+  }
+
+  /// The next page of pending records, from the index, after the last one
+  /// read (from its start again once it reached the end with some left
+  /// out). Records read in the first pass after a start may have been cut
+  /// short: in doubt where they can be asked, and resolved first.
+  task<> refill() {
+    refilling_ = false;
+    if (!more_) co_return;
+    const auto room = options_.window - std::min(options_.window, open_.size());
+    if (room == 0) co_return;
+    struct page {
+      std::vector<detail::record> records;
+      std::vector<persistence::table_write> stale; // index entries of records no longer pending
+      std::string last;
+      bool end = false;
+    };
+    auto read = [this, room, from = cursor_] {
+      page p;
+      auto& j = this->storage();
+      std::size_t seen = 0;
+      p.end = true;
+      auto ec = j.scan_from(shared_->outbox, detail::pending_prefix, from, [&](std::string_view k, std::string_view) {
+        if (!from.empty() && k == from) return true; // read last time
+        if (seen == room) {
+          p.end = false;
+          return false;
+        }
+        p.last = std::string(k);
+        const std::string id(k.substr(detail::pending_prefix.size()));
+        if (open_.contains(id)) return true;
+        std::optional<std::string> v;
+        if (auto e = j.get(shared_->outbox, detail::outbox_key(id), v)) throw error(e, "reading outbox record " + id);
+        auto r = v ? std::optional<detail::record>(detail::decode(id, *v)) : std::nullopt;
+        if (!r || r->info.status != effect_status::pending) {
+          p.stale.push_back(persistence::table_write::erase(shared_->outbox, std::string(k)));
+          return true;
+        }
+        p.records.push_back(std::move(*r));
+        ++seen;
+        return true;
+      });
+      if (ec) throw error(ec, "reading the outbox's pending index");
+      return p;
+    };
+    // (open_ is read on the journal's thread while this actor waits.)
+    auto p = co_await this->storage().async_run(std::move(read));
+    if (!p.stale.empty()) this->storage().write_later(std::move(p.stale));
+    const auto now = troupe::detail::now_ms();
+    for (auto& r : p.records) {
+      if (open_.contains(r.info.id)) continue;
+      if (first_pass_) {
+        // An attempt may have been cut short by the restart: where the
+        // system can be asked, ask before executing.
+        if (auto a = adapter_of(r.info.type); a && a->can_query) r.info.in_doubt = true;
+        if (r.info.in_doubt) {
+          r.due_ms = now;
+          first_.insert(r.info.id);
+        }
+      }
+      add_open(std::move(r));
+    }
+    if (!p.end) {
+      cursor_ = std::move(p.last);
+    } else {
+      // The end: everything pending is in memory if this pass began at the
+      // start; otherwise the next one begins there.
+      if (cursor_.empty()) more_ = false;
+      cursor_.clear();
+      first_pass_ = false;
+    }
   }
 
   /// Starts what is due, the in-doubt effects found at start first.
@@ -403,8 +504,10 @@ private:
   /// Writes `r` and reports its state to its owner, atomically.
   task<> write_with_update(detail::record& r) {
     r.reporter = this->pid();
+    r.confirmed = false;
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::put(shared_->outbox, detail::outbox_key(r.info.id), detail::encode(r)));
+    tables.push_back(detail::pending_entry(shared_->outbox, r));
     this->begin_batch();
     try {
       const auto u = detail::update_of(r);
@@ -435,6 +538,7 @@ private:
     auto it = open_.find(id);
     if (p.drop) {
       if (it != open_.end()) open_.erase(it);
+      maybe_refill();
       return;
     }
     auto& r = p.rec;
@@ -447,10 +551,9 @@ private:
     }
     if (it != open_.end()) open_.erase(it);
     if (r.info.status == effect_status::completed && p.kind != detail::result::what::stale) ++stats_.completed;
-    if (r.info.status != effect_status::completed) stuck_[id] = r;
-    if (r.info.status != effect_status::unknown) expire_later(r);
     if (p.threshold)
       if (const auto* a = adapter_of(r.info.type); a && a->policy.on_threshold) a->policy.on_threshold(r.info);
+    maybe_refill();
   }
 
   dispatcher_options options_;
@@ -458,8 +561,10 @@ private:
   std::unordered_map<std::string, slot> open_;         // pending
   std::set<std::pair<std::int64_t, std::string>> due_; // pending, not running, by due time
   std::unordered_set<std::string> first_;              // in doubt at start: resolved first
-  std::map<std::string, detail::record> stuck_;        // failed and unknown
-  std::multimap<std::int64_t, expiring> expiry_; // completed and failed, by removal time
+  std::string cursor_;      // the pending index's last key read (empty: from its start)
+  bool more_ = true;        // pending records may wait in the outbox, not in memory
+  bool first_pass_ = false; // the first pass through the pending index since the start
+  bool refilling_ = false;  // a refill is told
   std::size_t in_flight_ = 0;
   dispatcher_stats stats_;
 };

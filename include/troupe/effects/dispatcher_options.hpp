@@ -12,17 +12,15 @@
 
 namespace troupe::effects {
 
-/// How long finished outbox records are kept, and how they are removed.
+/// How long finished outbox records are kept. The store drops them once
+/// their time has passed and their owner has confirmed their outcome (as
+/// it compacts: no sweep of the dispatcher's, nothing of them in memory).
 struct retention_policy {
-  /// Completed records are removed after this; failed ones after
-  /// `failed`. Unknown ones are kept until an operator resolves them.
+  /// Completed records may go this long after they finished; failed ones
+  /// after `failed`. Unknown ones are kept until an operator resolves
+  /// them.
   std::chrono::milliseconds completed{std::chrono::hours(24)};
   std::chrono::milliseconds failed{std::chrono::hours(24 * 7)};
-  /// How often, and how many in one write: a full batch is followed at
-  /// once by the next (after what waits in the mailbox), so the sweep
-  /// keeps up with any rate of effects.
-  std::chrono::milliseconds sweep_interval{std::chrono::minutes(1)};
-  std::size_t sweep_batch = 10'000;
 };
 
 struct dispatcher_options {
@@ -32,6 +30,10 @@ struct dispatcher_options {
   std::size_t max_in_flight = 64;
   /// How often due retries are looked for.
   std::chrono::milliseconds tick{50};
+  /// Pending records held in memory at most: the dispatcher pages through
+  /// the outbox's pending ones (a backlog stays on disk until there is
+  /// room).
+  std::size_t window = 4096;
   retention_policy retention;
   /// For the outcomes delivered to owners (`wait_when_full` is forced on:
   /// the dispatcher waits rather than drop an outcome).

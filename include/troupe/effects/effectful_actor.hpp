@@ -128,6 +128,7 @@ protected:
     }
     std::vector<persistence::table_write> tables;
     tables.push_back(persistence::table_write::put(outbox_, detail::outbox_key(id), detail::encode(r)));
+    tables.push_back(detail::pending_entry(outbox_, r));
     effect_requested requested{id, r.info.type};
     co_await this->persist_all_with(std::move(tables), std::move(cause)..., std::move(requested));
     this->after_commit([sys = &this->actor_context().system(), r = std::move(r)]() mutable {

@@ -31,13 +31,15 @@ struct resolve_effect {
   /// The result (JSON text) if completed, the reason if not.
   std::string detail;
 };
-/// → `dispatcher_stats`.
+/// → `dispatcher_stats` (it reads the whole outbox: for operators).
 struct effects_status {};
 
 struct dispatcher_stats {
+  /// In the outbox now (pending: also those not yet in memory), and
+  /// running now.
   std::size_t pending = 0, running = 0, failed = 0, unknown = 0;
   /// Since the dispatcher (re)started.
-  std::uint64_t executed = 0, queried = 0, completed = 0, removed = 0, write_retries = 0;
+  std::uint64_t executed = 0, queried = 0, completed = 0, write_retries = 0;
 };
 
 } // namespace troupe::effects

@@ -98,6 +98,14 @@ public:
   virtual std::error_code scan(table t, std::string_view prefix,
                                const std::function<bool(std::string_view, std::string_view)>& f) = 0;
 
+  /// As `scan`, from the first key at or after `from` (paging: a scan that
+  /// stopped goes on after its last key). By default a `scan` that skips
+  /// the keys before `from`.
+  virtual std::error_code scan_from(table t, std::string_view prefix, std::string_view from,
+                                    const std::function<bool(std::string_view, std::string_view)>& f) {
+    return scan(t, prefix, [&](std::string_view k, std::string_view v) { return k < from || f(k, v); });
+  }
+
   /// Streams the events with `from <= seq <= to` to `f`, in order, at most
   /// `max` of them.
   virtual std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max,
@@ -273,6 +281,14 @@ public:
   std::error_code scan(table t, std::string_view prefix,
                        const std::function<bool(std::string_view, std::string_view)>& f) override {
     return store_.scan(t, prefix, f);
+  }
+
+  std::error_code scan_from(table t, std::string_view prefix, std::string_view from,
+                            const std::function<bool(std::string_view, std::string_view)>& f) override {
+    if constexpr (requires { store_.scan_from(t, prefix, from, f); })
+      return store_.scan_from(t, prefix, from, f);
+    else
+      return journal::scan_from(t, prefix, from, f);
   }
 
   void run_blocking(troupe::detail::unique_function<void()> f) override { blocking_.post(std::move(f)); }

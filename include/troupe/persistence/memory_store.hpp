@@ -126,13 +126,19 @@ public:
   /// `prefix`, in key order, until it returns false.
   template <class F>
   std::error_code scan(table t, std::string_view prefix, F&& f) {
+    return scan_from(t, prefix, prefix, std::forward<F>(f));
+  }
+
+  /// As `scan`, from the first key at or after `from`.
+  template <class F>
+  std::error_code scan_from(table t, std::string_view prefix, std::string_view from, F&& f) {
     const auto slot = tables_.slot(t);
     if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
     std::vector<std::pair<std::string, std::string>> found;
     {
       std::lock_guard g(mutex_);
       auto& m = data_[slot];
-      for (auto it = m.lower_bound(prefix); it != m.end() && it->first.starts_with(prefix); ++it)
+      for (auto it = m.lower_bound(std::max(prefix, from)); it != m.end() && it->first.starts_with(prefix); ++it)
         found.emplace_back(*it);
     }
     for (auto& [k, v] : found)

@@ -6,6 +6,7 @@
 
 #include <troupe/persistence/records.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,20 @@ struct snapshot_policy {
   bool delete_events = false;
 };
 
+/// How far a recovery has come (`persistence_options::on_recovery_progress`).
+struct recovery_progress {
+  std::string_view pid;
+  /// Events read from the journal so far (after the snapshot it started
+  /// from), and the highest sequence number there is.
+  std::uint64_t events_read = 0;
+  sequence_nr highest = 0;
+  /// The snapshot it started from (0: none).
+  sequence_nr snapshot = 0;
+  std::chrono::steady_clock::duration elapsed{};
+  /// The last call: every event is applied.
+  bool done = false;
+};
+
 /// Settings of one persistent actor.
 struct persistence_options {
   /// Largest serialized event accepted; a larger one is rejected with
@@ -42,6 +57,12 @@ struct persistence_options {
   /// causing message). Runs on the actor's turn; must not block. A throw
   /// fails the persist (nothing written).
   std::function<void(std::string_view pid, std::string_view manifest, record_metadata&)> event_metadata{};
+  /// Called while the actor recovers, every `recovery_progress_every`
+  /// events read and once at the end, on the journal's thread (it must not
+  /// block): for a long journal's progress in a log. Recovery streams the
+  /// journal, so its memory does not grow with the journal's length.
+  std::function<void(const recovery_progress&)> on_recovery_progress{};
+  std::uint64_t recovery_progress_every = 100'000;
 };
 
 } // namespace troupe::persistence

@@ -296,7 +296,8 @@ protected:
   /// Recovery: state and sequence number from the latest readable snapshot
   /// and the journal, on the journal's blocking thread.
   task<> recover_state() {
-    auto r = co_await journal_->async_run([this] { return detail::recovery<Derived, State>(*journal_, id_).run(); });
+    auto r = co_await journal_->async_run(
+        [this] { return detail::recovery<Derived, State>(*journal_, id_, &options_).run(); });
     state_ = std::move(r.state);
     seq_ = r.seq;
     recovered_snapshot_ = r.snapshot;

@@ -264,6 +264,12 @@ public:
   /// start with `prefix`, in key order, until it returns false.
   template <class F>
   std::error_code scan(table t, std::string_view prefix, F&& f) {
+    return scan_from(t, prefix, prefix, std::forward<F>(f));
+  }
+
+  /// As `scan`, from the first key at or after `from`.
+  template <class F>
+  std::error_code scan_from(table t, std::string_view prefix, std::string_view from, F&& f) {
     if (!is_table(t)) return troupe::errc::invalid_argument;
     auto r = read_db();
     if (!r.db) return errc::storage_failure;
@@ -276,7 +282,8 @@ public:
     rocksdb::ReadOptions ro;
     if (!end.empty()) ro.iterate_upper_bound = &upper;
     std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, cf));
-    for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
+    const auto start = std::max(prefix, from);
+    for (it->Seek(rocksdb::Slice(start.data(), start.size())); it->Valid(); it->Next()) {
       auto key = it->key().ToStringView();
       if (!key.starts_with(prefix)) break;
       if (!f(key, it->value().ToStringView())) break;

@@ -112,6 +112,11 @@ public:
     return inner_->scan(t, prefix, f);
   }
 
+  std::error_code scan_from(table t, std::string_view prefix, std::string_view from,
+                            const std::function<bool(std::string_view, std::string_view)>& f) override {
+    return inner_->scan_from(t, prefix, from, f);
+  }
+
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) override { return inner_->delete_up_to(pid, to); }
 
   std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) override {

@@ -57,11 +57,41 @@ TEST_CASE("a record in the format the store has always held reads back") {
   REQUIRE(r.info.history.size() == 1);
   CHECK(r.info.history[0].detail == "503");
   CHECK(r.reporter.empty()); // written before records named their reporter
-  // Written again, the same fields and the reporter after them (a reader
-  // that does not know it skips it).
-  CHECK(te::detail::encode(r) == stored.substr(0, stored.size() - 1) + R"(,"reporter":""})");
+  CHECK_FALSE(r.confirmed);   // pending: nothing to confirm yet
+  // Written again, the same fields and the newer ones after them (a reader
+  // that does not know them skips them).
+  CHECK(te::detail::encode(r) == stored.substr(0, stored.size() - 1) + R"(,"reporter":"","confirmed":false})");
   r.reporter = "dispatcher-2";
   CHECK(te::detail::decode("op", te::detail::encode(r)).reporter == "dispatcher-2");
+  // A finished record of that format counts as confirmed (its outcome was
+  // swept as confirmed then).
+  auto done = stored;
+  done.replace(done.find("\"pending\""), 9, "\"completed\"");
+  CHECK(te::detail::decode("op", done).confirmed);
+}
+
+TEST_CASE("the store may drop a finished record once its outcome is confirmed and its time has come, never a pending "
+          "or unknown one") {
+  te::detail::record r;
+  r.info.id = "op";
+  r.info.status = te::effect_status::completed;
+  r.info.finished_ms = 1000;
+  const auto at = [&] {
+    return te::detail::record_expiry(te::detail::outbox_key("op"), te::detail::encode(r), std::chrono::milliseconds(50),
+                                     std::chrono::milliseconds(500));
+  };
+  CHECK_FALSE(at()); // not confirmed yet
+  r.confirmed = true;
+  CHECK(at() == 1050);
+  r.info.status = te::effect_status::failed;
+  CHECK(at() == 1500);
+  r.info.status = te::effect_status::unknown;
+  CHECK_FALSE(at());
+  r.info.status = te::effect_status::pending;
+  CHECK_FALSE(at());
+  // The pending index's entries are not records.
+  CHECK_FALSE(te::detail::record_expiry(te::detail::pending_key("op"), "", std::chrono::milliseconds(50),
+                                        std::chrono::milliseconds(500)));
 }
 
 TEST_CASE("an unreadable outbox record is corrupt_record, naming the operation") {

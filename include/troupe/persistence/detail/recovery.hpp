@@ -10,11 +10,14 @@
 #include <troupe/persistence/event.hpp>
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/json.hpp>
+#include <troupe/persistence/options.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/replay_pipeline.hpp>
 
 #include <boost/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -41,7 +44,8 @@ class recovery {
 public:
   static constexpr bool snapshottable = json_convertible<State>;
 
-  recovery(journal& j, const std::string& pid) : journal_(j), pid_(pid) {}
+  recovery(journal& j, const std::string& pid, const persistence_options* options = nullptr)
+      : journal_(j), pid_(pid), options_(options) {}
 
   /// Throws `troupe::error` naming the persistence ID, the sequence number
   /// and the manifest of the record that could not be used.
@@ -65,6 +69,11 @@ public:
     // This thread reads; the journal's applier thread decodes and applies.
     replay_pipeline<decltype(apply_record)> pipeline(journal_.applier(), apply_record);
     sequence_nr expected = out_.seq + 1;
+    // Progress, when asked for: every so many events read, and at the end.
+    const auto* report = options_ && options_->on_recovery_progress ? &options_->on_recovery_progress : nullptr;
+    const auto every = options_ ? std::max<std::uint64_t>(1, options_->recovery_progress_every) : 1;
+    const auto started = std::chrono::steady_clock::now();
+    recovery_progress progress{pid_, 0, report ? journal_.highest_sequence_nr(pid_) : 0, out_.snapshot};
     auto ec = journal_.replay(pid_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
       if (r.seq != expected && !(r.manifest == events_lost_manifest && lost_from(r) == expected)) {
         missing(expected, r.seq - 1);
@@ -74,6 +83,10 @@ public:
       }
       pipeline.push(r);
       expected = r.seq + 1;
+      if (report && ++progress.events_read % every == 0) {
+        progress.elapsed = std::chrono::steady_clock::now() - started;
+        (*report)(progress);
+      }
     });
     if (ec) {
       pipeline.abandon();
@@ -92,6 +105,12 @@ public:
                   failure(out_.seq + 1, {},
                           "events " + std::to_string(out_.seq + 1) + " to " + std::to_string(highest) +
                               " are missing (deleted, and no readable snapshot covers them)"));
+    if (report) {
+      progress.highest = highest;
+      progress.elapsed = std::chrono::steady_clock::now() - started;
+      progress.done = true;
+      (*report)(progress);
+    }
     return std::move(out_);
   }
 
@@ -208,6 +227,7 @@ private:
 
   journal& journal_;
   const std::string& pid_;
+  const persistence_options* options_;
   /// The newest snapshot that could not be used, and why.
   std::optional<std::pair<sequence_nr, std::string>> unreadable_;
   boost::json::parser parser_;
