@@ -29,6 +29,9 @@
 
 #include <asio/use_future.hpp>
 
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -38,6 +41,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <map>
@@ -66,13 +70,19 @@ struct args {
   std::string dir;
   long upto = 0;        // run: place orders 1..upto (0: all)
   double arrivals = 0;  // run: new orders per second (0: all at once)
+  bool exit_after_placing = false; // run: exit at once once placed (work left under way)
+  long in_flight = 1000; // bench: orders under way at most
+  long slice = 10000;    // bench: orders per reported slice
+  long under_way = 1000; // bench-restart: orders left under way
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "troupe_orders: " << why << "\n"
             << "usage: troupe_orders run --orders N --dir D [--seed S] [--upto M] [--arrivals R]\n"
             << "       troupe_orders verify --orders N --dir D\n"
-            << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n";
+            << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n"
+            << "       troupe_orders bench --orders N --dir D [--in-flight W] [--slice S]\n"
+            << "       troupe_orders bench-restart --orders F --under-way U --dir D\n";
   std::exit(2);
 }
 
@@ -80,7 +90,8 @@ args parse(int argc, char** argv) {
   if (argc < 2) usage("no command");
   args a;
   a.command = argv[1];
-  if (a.command != "run" && a.command != "verify" && a.command != "torture")
+  if (a.command != "run" && a.command != "verify" && a.command != "torture" && a.command != "bench" &&
+      a.command != "bench-restart")
     usage("unknown command '" + a.command + "'");
   for (int i = 2; i < argc; ++i) {
     std::string k = argv[i];
@@ -99,6 +110,14 @@ args parse(int argc, char** argv) {
         a.upto = std::stol(v);
       else if (k == "--arrivals")
         a.arrivals = std::stod(v);
+      else if (k == "--exit-after-placing")
+        a.exit_after_placing = v != "0";
+      else if (k == "--in-flight")
+        a.in_flight = std::stol(v);
+      else if (k == "--slice")
+        a.slice = std::stol(v);
+      else if (k == "--under-way")
+        a.under_way = std::stol(v);
       else
         usage("unknown option " + k);
     } catch (const std::logic_error&) {
@@ -111,6 +130,7 @@ args parse(int argc, char** argv) {
   if (a.upto < 0 || a.upto > a.orders) usage("--upto must be between 1 and --orders");
   if (a.upto == 0) a.upto = a.orders;
   if (!(a.arrivals >= 0)) usage("--arrivals must not be negative");
+  if (a.in_flight < 1 || a.slice < 1 || a.under_way < 0) usage("--in-flight and --slice must be positive");
   return a;
 }
 
@@ -129,8 +149,12 @@ public:
   explicit progress(bool show) : show_(show) {}
 
   void handle(order_ended e) {
-    ended_.fetch_add(1, std::memory_order_relaxed);
-    if (e.complete) complete_.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard g(m_);
+      ended_.fetch_add(1, std::memory_order_relaxed);
+      if (e.complete) complete_.fetch_add(1, std::memory_order_relaxed);
+    }
+    cv_.notify_all();
     draw(false);
   }
 
@@ -142,6 +166,12 @@ public:
   }
 
   long ended_this_run() const { return ended_.load(std::memory_order_relaxed); }
+
+  /// Waits until at least `n` orders ended in this run.
+  void wait_ended(long n) {
+    std::unique_lock l(m_);
+    cv_.wait(l, [&] { return ended_this_run() >= n; });
+  }
   long complete_this_run() const { return complete_.load(std::memory_order_relaxed); }
   double processing_seconds() {
     std::lock_guard g(m_);
@@ -165,6 +195,7 @@ private:
   bool show_;
   std::atomic<long> ended_{0}, complete_{0};
   std::mutex m_;
+  std::condition_variable cv_;
   long expected_ = 0;
   bool started_ = false;
   clock_type::time_point processing_start_{}, drawn_{};
@@ -174,65 +205,108 @@ private:
 /// again at most one window).
 constexpr long window_size = 1000;
 
+/// The order workflow in one process: the payment gateway and the mail
+/// service (simulated, each with its own database), the actor system over
+/// the store, the dispatcher, the warehouse, the shop, and the orders as
+/// entities.
+class shop_process {
+public:
+  explicit shop_process(const args& a, bool show_progress)
+      : gateway_(make_gateway(a)), mail_(make_mail(a)), track(std::make_shared<progress>(show_progress)) {
+    store = std::make_shared<tp::rocksdb_store>(store_dir(a).string()); // sync: survives power loss
+    journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+    tp::set_journal(sys, journal);
+    td::set_transport(sys);
+    te::retry_policy retries;
+    retries.max_attempts = 100;
+    retries.initial_backoff = std::chrono::milliseconds(20);
+    retries.max_backoff = std::chrono::milliseconds(500);
+    te::adapters adapters;
+    adapters.add("payment", tk::payment_adapter(gateway_, std::chrono::milliseconds(20)), retries);
+    adapters.add("email", tk::email_adapter(mail_), retries);
+    te::dispatcher_options dop;
+    dop.tick = std::chrono::milliseconds(5);
+    dop.max_in_flight = 256;
+    te::spawn_dispatcher(sys, std::move(adapters), dop);
+    td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
+    sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
+    the_shop = sys.spawn<shop>(troupe::persistence_id{"shop"});
+    std::function<void(order_ended)> ended = [t = track](order_ended e) { t->handle(e); };
+    // Orders are entities: activated by their first message (a command, a
+    // delivery, an effect's outcome), passivated once idle for a second.
+    orders = td::entities<order>(sys, std::string(order_prefix), o,
+                                 troupe::entity_options{.idle_timeout = std::chrono::seconds(1)}, ended, o);
+  }
+
+  /// What the last run left under way resumes; nothing else is activated.
+  std::size_t resume() { return tp::resume(*journal, orders, std::string(order_prefix), asio::use_future).get(); }
+
+  shop_state window() { return the_shop.ask(window_query{}, asio::use_future).get(); }
+
+  /// Orders with a mark of the work index for `reason`.
+  long marked(char reason) {
+    tp::work_index work(*journal);
+    return static_cast<long>(
+        journal->async_run([&] { return work.marked(*journal, order_prefix, reason).size(); }, asio::use_future).get());
+  }
+
+  /// Records a window of orders, before they are placed.
+  void record_window(long from, long upto) { the_shop.ask(place_window{from, upto}, asio::use_future).get(); }
+
+  std::future<void> place(long n) { return orders.get(order_pid(n)).ask(place_order{}, asio::use_future); }
+
+  /// Places orders `from..upto` and waits until each is placed.
+  void place_all(long from, long upto) {
+    std::vector<std::future<void>> placed;
+    placed.reserve(static_cast<std::size_t>(std::max(0L, upto - from + 1)));
+    for (long n = from; n <= upto; ++n) placed.push_back(place(n));
+    for (auto& f : placed) f.get();
+  }
+
+private:
+  static std::shared_ptr<tk::payment_gateway> make_gateway(const args& a) {
+    tk::simulator_options go;
+    go.seed = a.seed;
+    go.path = gateway_dir(a).string();
+    go.sync = false; // survives kill -9, which is what is tested here (and not troupe's cost)
+    go.honours_keys = false;
+    go.faults = {.fail_before = 0.05,
+                 .lose_response = 0.1,
+                 .timeout = 0.03,
+                 .slow = 0.1,
+                 .query_unavailable = 0.05,
+                 .slow_latency = std::chrono::milliseconds(2)};
+    return std::make_shared<tk::payment_gateway>(go);
+  }
+  static std::shared_ptr<tk::email_service> make_mail(const args& a) {
+    tk::simulator_options mo;
+    mo.seed = a.seed * 31 + 7;
+    mo.path = mail_dir(a).string();
+    mo.sync = false;
+    mo.honours_keys = true;
+    mo.faults = {.fail_before = 0.05, .lose_response = 0.1};
+    return std::make_shared<tk::email_service>(mo);
+  }
+
+  std::shared_ptr<tk::payment_gateway> gateway_;
+  std::shared_ptr<tk::email_service> mail_;
+
+public:
+  std::shared_ptr<progress> track;
+  troupe::actor_system sys;
+  std::shared_ptr<tp::rocksdb_store> store;
+  std::shared_ptr<tp::journal_of<tp::rocksdb_store>> journal;
+  troupe::actor_ref<shop> the_shop;
+  troupe::entity_region<order> orders;
+};
+
 int run(const args& a) {
   const auto t0 = clock_type::now();
   fs::create_directories(a.dir);
-  tk::simulator_options go;
-  go.seed = a.seed;
-  go.path = gateway_dir(a).string();
-  go.sync = false; // survives kill -9, which is what is tested here
-  go.honours_keys = false;
-  go.faults = {.fail_before = 0.05,
-               .lose_response = 0.1,
-               .timeout = 0.03,
-               .slow = 0.1,
-               .query_unavailable = 0.05,
-               .slow_latency = std::chrono::milliseconds(2)};
-  tk::simulator_options mo = go;
-  mo.seed = a.seed * 31 + 7;
-  mo.path = mail_dir(a).string();
-  mo.honours_keys = true;
-  mo.faults = {.fail_before = 0.05, .lose_response = 0.1};
-  auto gateway = std::make_shared<tk::payment_gateway>(go);
-  auto mail = std::make_shared<tk::email_service>(mo);
-
-  troupe::actor_system sys;
-  auto store = std::make_shared<tp::rocksdb_store>(store_dir(a).string()); // sync: survives power loss
-  auto journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
-  tp::set_journal(sys, journal);
-  td::set_transport(sys);
-
-  te::retry_policy retries;
-  retries.max_attempts = 100;
-  retries.initial_backoff = std::chrono::milliseconds(20);
-  retries.max_backoff = std::chrono::milliseconds(500);
-  te::adapters adapters;
-  adapters.add("payment", tk::payment_adapter(gateway, std::chrono::milliseconds(20)), retries);
-  adapters.add("email", tk::email_adapter(mail), retries);
-  te::dispatcher_options dop;
-  dop.tick = std::chrono::milliseconds(5);
-  dop.max_in_flight = 256;
-  te::spawn_dispatcher(sys, std::move(adapters), dop);
-
-  td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
-  sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
-  auto the_shop = sys.spawn<shop>(troupe::persistence_id{"shop"});
-
-  auto track = std::make_shared<progress>(isatty(2) != 0);
-  std::function<void(order_ended)> ended = [track](order_ended e) { track->handle(e); };
-  // Orders are entities: activated by their first message (a command, a
-  // delivery, an effect's outcome), passivated once idle for a second.
-  auto orders = td::entities<order>(sys, std::string(order_prefix), o,
-                                    troupe::entity_options{.idle_timeout = std::chrono::seconds(1)}, ended, o);
-  // What the last run left under way resumes; nothing else is activated.
-  const auto resumed = tp::resume(*journal, orders, std::string(order_prefix), asio::use_future).get();
-  const auto window = the_shop.ask(window_query{}, asio::use_future).get();
-  tp::work_index work(*journal);
-  const auto marked = [&](char reason) {
-    return static_cast<long>(
-        journal->async_run([&] { return work.marked(*journal, order_prefix, reason).size(); }, asio::use_future).get());
-  };
-  const long pending_at_start = marked(under_way);
+  shop_process p(a, isatty(2) != 0);
+  const auto resumed = p.resume();
+  const auto window = p.window();
+  const long pending_at_start = p.marked(under_way);
   const double recovery_s = seconds_since(t0);
   std::cout << "ready: " << resumed << " orders resumed in " << static_cast<long>(recovery_s * 1000) << " ms, "
             << pending_at_start << " not ended, " << window.upto << " placed before" << std::endl;
@@ -241,42 +315,41 @@ int run(const args& a) {
   // windows up to --upto, as a stream (or all at once without --arrivals).
   // A window is recorded before its orders are placed, and placed whole
   // before the next is recorded.
-  track->start_processing(pending_at_start + std::max(0L, a.upto - window.upto));
-  const auto place = [&](long from, long upto) {
-    std::vector<std::future<void>> placed;
-    placed.reserve(static_cast<std::size_t>(upto - from + 1));
-    for (long n = from; n <= upto; ++n) placed.push_back(orders.get(order_pid(n)).ask(place_order{}, asio::use_future));
-    for (auto& f : placed) f.get();
-  };
-  if (window.upto >= window.from && window.from > 0) place(window.from, std::min(window.upto, a.upto));
+  p.track->start_processing(pending_at_start + std::max(0L, a.upto - window.upto));
+  if (window.upto >= window.from && window.from > 0) p.place_all(window.from, std::min(window.upto, a.upto));
   const auto stream_start = clock_type::now();
   long arrived = 0;
   for (long from = window.upto + 1; from <= a.upto; from += window_size) {
     const long upto = std::min(a.upto, from + window_size - 1);
-    the_shop.ask(place_window{from, upto}, asio::use_future).get();
+    p.record_window(from, upto);
     if (a.arrivals == 0) {
-      place(from, upto);
+      p.place_all(from, upto);
       continue;
     }
     std::vector<std::future<void>> placed;
     for (long n = from; n <= upto; ++n, ++arrived) {
       std::this_thread::sleep_until(stream_start + std::chrono::duration_cast<clock_type::duration>(
                                                        std::chrono::duration<double>(arrived / a.arrivals)));
-      placed.push_back(orders.get(order_pid(n)).ask(place_order{}, asio::use_future));
+      placed.push_back(p.place(n));
     }
     for (auto& f : placed) f.get();
+  }
+  if (a.exit_after_placing) {
+    // As a crash would: what is under way is left to the next start.
+    std::cout << "placed: " << a.upto << std::endl;
+    std::_Exit(0);
   }
   // Done once no order is under way (the index says so: it changes with
   // the write that ends each order).
   long left = 0;
-  while ((left = marked(under_way)) > 0) {
-    track->draw(false);
+  while ((left = p.marked(under_way)) > 0) {
+    p.track->draw(false);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  track->draw(true);
-  const long failed = marked(needs_operator);
-  const long done_now = track->ended_this_run();
-  const double secs = track->processing_seconds();
+  p.track->draw(true);
+  const long failed = p.marked(needs_operator);
+  const long done_now = p.track->ended_this_run();
+  const double secs = p.track->processing_seconds();
   const long ended_total = a.upto - left;
   boost::json::object summary{{"orders", a.upto},
                               {"ended", ended_total},
@@ -289,6 +362,116 @@ int run(const args& a) {
                               {"resumed_at_start", static_cast<long>(resumed)}};
   std::cout << boost::json::serialize(summary) << std::endl;
   return ended_total - failed == a.upto ? 0 : 1;
+}
+
+// -- bench ---------------------------------------------------------------------------
+
+/// The process's resident memory now and at its peak, in MiB (Linux).
+std::pair<double, double> rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  double now = 0, peak = 0;
+  while (std::getline(in, line)) {
+    if (line.starts_with("VmRSS:")) now = std::stod(line.substr(6)) / 1024;
+    if (line.starts_with("VmHWM:")) peak = std::stod(line.substr(6)) / 1024;
+  }
+  return {now, peak};
+}
+
+/// What raw RocksDB writes on this machine: records per second in
+/// synchronous batches of 1,000 records of 100 bytes, for about a second.
+double raw_records_per_second(const fs::path& dir) {
+  fs::remove_all(dir);
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  if (!rocksdb::DB::Open(o, dir.string(), &raw).ok()) throw std::runtime_error("cannot open " + dir.string());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  const std::string value(100, 'x');
+  std::uint64_t n = 0;
+  const auto t0 = clock_type::now();
+  while (seconds_since(t0) < 1.0) {
+    rocksdb::WriteBatch b;
+    for (int i = 0; i < 1000; ++i, ++n) b.Put("k" + std::to_string(n), value);
+    if (!db->Write(wo, &b).ok()) throw std::runtime_error("raw write failed");
+  }
+  const double rate = static_cast<double>(n) / seconds_since(t0);
+  db.reset();
+  fs::remove_all(dir);
+  return rate;
+}
+
+/// Orders as a stream: `--orders` of them, at most `--in-flight` under way
+/// (the next is placed as one ends), reported per slice of `--slice`
+/// orders as a JSON line each; then records per order and orders/s against
+/// the raw RocksDB limit measured in the same run, before and after.
+int bench(const args& a) {
+  fs::remove_all(a.dir);
+  fs::create_directories(a.dir);
+  const double raw_before = raw_records_per_second(fs::path(a.dir) / "raw");
+  shop_process p(a, false);
+  p.track->start_processing(a.orders);
+  const auto t0 = clock_type::now();
+  auto slice_start = t0;
+  long placed = 0, next_slice = a.slice, slices = 0;
+  std::vector<double> rates;
+  std::vector<std::future<void>> pending;
+  const auto report = [&](long ended) {
+    const double secs = seconds_since(slice_start);
+    const auto [now, peak] = rss_mib();
+    const double rate = static_cast<double>(std::min(a.slice, ended - (next_slice - a.slice))) / secs;
+    rates.push_back(rate);
+    boost::json::object line{{"slice", ++slices},         {"orders", ended},       {"seconds", secs},
+                             {"orders_per_second", rate}, {"rss_mib", now},        {"peak_rss_mib", peak},
+                             {"live_orders", static_cast<long>(p.orders.stats().live)}};
+    std::cout << boost::json::serialize(line) << std::endl;
+    slice_start = clock_type::now();
+  };
+  while (placed < a.orders) {
+    const long from = placed + 1, upto = std::min(a.orders, placed + window_size);
+    p.record_window(from, upto);
+    for (long n = from; n <= upto; ++n) {
+      // Closed loop: at most --in-flight under way.
+      p.track->wait_ended(n - a.in_flight);
+      pending.push_back(p.place(n));
+      placed = n;
+      while (p.track->ended_this_run() >= next_slice) {
+        report(next_slice);
+        next_slice += a.slice;
+      }
+    }
+    for (auto& f : pending) f.get();
+    pending.clear();
+  }
+  while (next_slice <= a.orders) {
+    p.track->wait_ended(next_slice);
+    report(next_slice);
+    next_slice += a.slice;
+  }
+  const double secs = seconds_since(t0);
+  const double records = static_cast<double>(p.store->records_written());
+  const double raw_after = raw_records_per_second(fs::path(a.dir) / "raw");
+  const double raw = (raw_before + raw_after) / 2;
+  const double per_order = records / static_cast<double>(a.orders);
+  const double rate = static_cast<double>(a.orders) / secs;
+  boost::json::object summary{{"orders", a.orders},
+                              {"in_flight", a.in_flight},
+                              {"seconds", secs},
+                              {"orders_per_second", rate},
+                              {"first_slice_per_second", rates.front()},
+                              {"last_slice_per_second", rates.back()},
+                              {"last_to_first", rates.back() / rates.front()},
+                              {"records_per_order", per_order},
+                              {"raw_records_per_second", raw},
+                              {"raw_before", raw_before},
+                              {"raw_after", raw_after},
+                              {"raw_limit_orders_per_second", raw / per_order},
+                              {"of_raw_limit", rate / (raw / per_order)},
+                              {"peak_rss_mib", rss_mib().second}};
+  std::cout << boost::json::serialize(summary) << std::endl;
+  return 0;
 }
 
 // -- verify ------------------------------------------------------------------------
@@ -503,12 +686,85 @@ int torture(const args& a) {
   return healthy(v, a.orders) && done ? 0 : 1;
 }
 
+// -- bench-restart --------------------------------------------------------------------
+
+/// Runs this program with `argv` in a child process; its standard output
+/// in `out`, its exit status returned.
+int run_self(const std::vector<std::string>& argv, std::string& out) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2);
+    std::vector<char*> v;
+    v.push_back(const_cast<char*>(self.c_str()));
+    for (auto& x : argv) v.push_back(const_cast<char*>(x.c_str()));
+    v.push_back(nullptr);
+    execv(self.c_str(), v.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[4096];
+  for (ssize_t k; (k = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(k));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/// A restart with `--orders` finished orders and `--under-way` left under
+/// way (placed by a process that then exited, as a crash would leave
+/// them): how long until the system is ready, every order under way
+/// resumed. Then it finishes them and checks the stores.
+int bench_restart(const args& a) {
+  fs::remove_all(a.dir);
+  const auto total = std::to_string(a.orders + a.under_way);
+  std::string out;
+  if (run_self({"run", "--orders", std::to_string(a.orders), "--dir", a.dir}, out) != 0) {
+    std::cerr << "the first run failed: " << out << std::endl;
+    return 1;
+  }
+  out.clear();
+  if (run_self({"run", "--orders", total, "--dir", a.dir, "--exit-after-placing", "1"}, out) != 0) {
+    std::cerr << "the placing run failed: " << out << std::endl;
+    return 1;
+  }
+  out.clear();
+  const auto t0 = clock_type::now();
+  const int status = run_self({"run", "--orders", total, "--dir", a.dir}, out);
+  const double whole = seconds_since(t0);
+  const auto at = out.rfind('{');
+  if (status != 0 || at == std::string::npos) {
+    std::cerr << "the restart failed: " << out << std::endl;
+    return 1;
+  }
+  auto last = boost::json::parse(out.substr(at)).as_object();
+  boost::json::object summary{{"finished", a.orders},
+                              {"under_way", a.under_way},
+                              {"resumed", last.at("resumed_at_start")},
+                              {"not_ended_at_start", last.at("not_ended_at_start")},
+                              {"ready_ms", last.at("recovery_ms")},
+                              {"finished_them_seconds", last.at("seconds")},
+                              {"process_seconds", whole}};
+  std::cout << boost::json::serialize(summary) << std::endl;
+  auto v = verify(args{.command = "verify", .orders = a.orders + a.under_way, .dir = a.dir});
+  return healthy(v, a.orders + a.under_way) ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   const auto a = parse(argc, argv);
   try {
     if (a.command == "run") return run(a);
+    if (a.command == "bench") return bench(a);
+    if (a.command == "bench-restart") return bench_restart(a);
     if (a.command == "verify") {
       auto v = verify(a);
       std::cout << boost::json::serialize(v) << std::endl;
