@@ -167,10 +167,10 @@ public:
 
   long ended_this_run() const { return ended_.load(std::memory_order_relaxed); }
 
-  /// Waits until at least `n` orders ended in this run.
-  void wait_ended(long n) {
+  /// Waits until at least `n` orders ended in this run (or `limit` passed).
+  void wait_ended(long n, std::chrono::milliseconds limit = std::chrono::hours(24)) {
     std::unique_lock l(m_);
-    cv_.wait(l, [&] { return ended_this_run() >= n; });
+    cv_.wait_for(l, limit, [&] { return ended_this_run() >= n; });
   }
   long complete_this_run() const { return complete_.load(std::memory_order_relaxed); }
   double processing_seconds() {
@@ -340,11 +340,14 @@ int run(const args& a) {
     std::_Exit(0);
   }
   // Done once no order is under way (the index says so: it changes with
-  // the write that ends each order).
-  long left = 0;
-  while ((left = p.marked(under_way)) > 0) {
+  // the write that ends each order). The orders marked now end in this
+  // run and say so: wait for that many, then make sure.
+  const long ended_before = p.track->ended_this_run();
+  long left = p.marked(under_way);
+  while (left > 0) {
+    p.track->wait_ended(ended_before + left, std::chrono::milliseconds(200));
     p.track->draw(false);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (p.track->ended_this_run() >= ended_before + left) left = p.marked(under_way);
   }
   p.track->draw(true);
   const long failed = p.marked(needs_operator);
@@ -429,15 +432,18 @@ int bench(const args& a) {
     std::cout << boost::json::serialize(line) << std::endl;
     slice_start = clock_type::now();
   };
-  while (placed < a.orders) {
-    const long from = placed + 1, upto = std::min(a.orders, placed + window_size);
+  // Orders keep arriving past --orders until --orders have ended: every
+  // slice is measured with --in-flight under way (the tail is not counted).
+  const long arriving = a.orders + a.in_flight;
+  while (placed < arriving) {
+    const long from = placed + 1, upto = std::min(arriving, placed + window_size);
     p.record_window(from, upto);
     for (long n = from; n <= upto; ++n) {
       // Closed loop: at most --in-flight under way.
       p.track->wait_ended(n - a.in_flight);
       pending.push_back(p.place(n));
       placed = n;
-      while (p.track->ended_this_run() >= next_slice) {
+      while (next_slice <= a.orders && p.track->ended_this_run() >= next_slice) {
         report(next_slice);
         next_slice += a.slice;
       }
@@ -451,7 +457,10 @@ int bench(const args& a) {
     next_slice += a.slice;
   }
   const double secs = seconds_since(t0);
-  const double records = static_cast<double>(p.store->records_written());
+  const long arrived_total = placed;
+  p.track->wait_ended(arrived_total);
+  const double records = static_cast<double>(p.store->records_written()) * a.orders / static_cast<double>(arrived_total);
+  const double groups = static_cast<double>(p.store->batches_written()) * a.orders / static_cast<double>(arrived_total);
   const double raw_after = raw_records_per_second(fs::path(a.dir) / "raw");
   const double raw = (raw_before + raw_after) / 2;
   const double per_order = records / static_cast<double>(a.orders);
@@ -464,6 +473,8 @@ int bench(const args& a) {
                               {"last_slice_per_second", rates.back()},
                               {"last_to_first", rates.back() / rates.front()},
                               {"records_per_order", per_order},
+                              {"group_commits_per_second", groups / secs},
+                              {"records_per_group_commit", records / groups},
                               {"raw_records_per_second", raw},
                               {"raw_before", raw_before},
                               {"raw_after", raw_after},
