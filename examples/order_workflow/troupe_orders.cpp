@@ -490,7 +490,7 @@ int bench(const args& a) {
 /// What the stores say, each counted independently of the actor system's
 /// own view.
 boost::json::object verify(const args& a) {
-  long completed = 0, lost = 0, stuck = 0, failed = 0, unknown = 0;
+  long completed = 0, lost = 0, stuck = 0, failed = 0, unknown = 0, mail_failed = 0;
   std::set<long> known;
   {
     tp::rocksdb_store store(store_dir(a).string());
@@ -509,6 +509,8 @@ boost::json::object verify(const args& a) {
         ++failed;
       else if (s.payment_unknown)
         ++unknown;
+      else if (s.email_failed)
+        ++mail_failed;
       else
         ++stuck;
     }
@@ -560,6 +562,7 @@ boost::json::object verify(const args& a) {
           {"stuck", stuck},
           {"payment_failed", failed},
           {"payment_unknown", unknown},
+          {"email_failed", mail_failed},
           {"emails", emails}};
 }
 

@@ -61,6 +61,7 @@ inline constexpr char picklist_accepted_m[] = "orders.picklist-accepted";
 inline constexpr char shipped_m[] = "orders.order-shipped";
 inline constexpr char shipping_requested_m[] = "orders.shipping-email-requested";
 inline constexpr char shipping_sent_m[] = "orders.shipping-email-sent";
+inline constexpr char email_failed_m[] = "orders.email-failed";
 
 using order_placed = order_event<placed_m>; // detail: the amount
 using payment_requested = order_event<payment_requested_m>;
@@ -74,6 +75,7 @@ using picklist_accepted = order_event<picklist_accepted_m>; // detail: the bin
 using order_shipped = order_event<shipped_m>;               // detail: the tracking number
 using shipping_email_requested = order_event<shipping_requested_m>;
 using shipping_email_sent = order_event<shipping_sent_m>;
+using email_failed = order_event<email_failed_m>; // detail: which e-mail, and why
 
 /// Where an order stands, rebuilt from its events (by the actor, and by
 /// `verify` reading the journal directly).
@@ -85,10 +87,11 @@ struct order_state {
   bool confirmation_requested = false, confirmation_sent = false;
   bool picklist_requested = false, picklist_accepted = false, shipped = false;
   bool shipping_requested = false, shipping_sent = false;
+  bool email_failed = false; // an e-mail failed or its outcome is unknown: an operator's case
 
   bool complete() const { return confirmation_sent && picklist_accepted && shipped && shipping_sent; }
   /// Nothing more will happen without an operator.
-  bool ended() const { return complete() || payment_failed || payment_unknown; }
+  bool ended() const { return complete() || payment_failed || payment_unknown || email_failed; }
 
   /// Applies an event by manifest (for `verify`); false if it is none of
   /// the order's.
@@ -104,6 +107,7 @@ struct order_state {
                  : m == shipped_m                ? &shipped
                  : m == shipping_requested_m     ? &shipping_requested
                  : m == shipping_sent_m          ? &shipping_sent
+                 : m == email_failed_m           ? &email_failed
                                                  : nullptr;
     if (flag) *flag = true;
     return flag || m == payment_requested_m;
@@ -149,7 +153,8 @@ class order : public te::effectful_actor<order, order_state> {
 public:
   using events = tp::event_types<order_placed, payment_requested, payment_completed, payment_failed, payment_unknown,
                                  confirmation_email_requested, confirmation_email_sent, picklist_requested,
-                                 picklist_accepted, order_shipped, shipping_email_requested, shipping_email_sent>;
+                                 picklist_accepted, order_shipped, shipping_email_requested, shipping_email_sent,
+                                 email_failed>;
   using accepts = td::accepts<accepted, shipment>;
 
   /// An entity: its number is in its persistence ID (`order-42`).
@@ -174,6 +179,7 @@ public:
   static void apply(order_state& s, const order_shipped&) { s.shipped = true; }
   static void apply(order_state& s, const shipping_email_requested&) { s.shipping_requested = true; }
   static void apply(order_state& s, const shipping_email_sent&) { s.shipping_sent = true; }
+  static void apply(order_state& s, const email_failed&) { s.email_failed = true; }
 
   /// Placing is idempotent: an order placed before is not placed again.
   /// The order is marked under way in the work index in the same write
@@ -226,6 +232,12 @@ public:
         shipping_email_sent sent{n_, {}};
         co_await persist(sent);
       }
+    } else if ((e.status == te::effect_status::failed || e.status == te::effect_status::unknown) &&
+               !state().email_failed) {
+      // An e-mail that could not be sent (or nobody can tell): the order
+      // ends, an operator's case, rather than stay under way for ever.
+      email_failed f{n_, e.id + ": " + e.reason};
+      co_await persist(f);
     }
     co_await report(was_ended);
   }

@@ -198,6 +198,10 @@ public:
     }
     s.posts.wait_idle();
     detail::posts_in_flight.wait_idle();
+    // Completions of journal operations still under way (a coroutine that
+    // outlived its actor, say) are posted into the stopped pool, which they
+    // need alive, before it goes.
+    s.wait_completions(s.config.shutdown_timeout);
     // The pool's pending work goes with it: a suspended coroutine's frame
     // is destroyed, and its ask completes with system_shutdown.
     s.pool.reset();

@@ -37,6 +37,19 @@ struct sleepy {}; // a coroutine handler that waits a little
 struct keep_me {
   bool on = true;
 };
+/// Starts a one-shot timer that tells the entity `ring` after `after`.
+struct set_alarm {
+  std::chrono::milliseconds after;
+};
+struct ring {};
+/// A coroutine handler that waits `for_`.
+struct nap {
+  std::chrono::milliseconds for_;
+};
+/// Starts a timer that tells the entity `beat` every millisecond.
+struct start_beating {};
+struct beat {};
+struct beats {};
 /// Handled by telling the entity itself (its activation's own reference)
 /// a note from `sender + 100`.
 struct echo {
@@ -96,6 +109,16 @@ public:
     co_return ++handled_;
   }
   void handle(keep_me k) { keep_ = k.on; }
+  void handle(set_alarm a) { ctx_.schedule_once(a.after, ring{}); }
+  void handle(ring) { j_->record(id_, note{-1, -1}); }
+  troupe::task<int> handle(nap n) {
+    asio::steady_timer t(co_await asio::this_coro::executor, n.for_);
+    co_await t.async_wait(asio::use_awaitable);
+    co_return ++handled_;
+  }
+  void handle(start_beating) { ctx_.schedule_every(1ms, beat{}); }
+  void handle(beat) { j_->record(id_, note{-2, ++beats_}); }
+  int handle(beats) const { return beats_; }
   bool can_passivate() const { return !keep_; }
 
 private:
@@ -103,6 +126,7 @@ private:
   std::string id_;
   std::shared_ptr<journal> j_;
   int handled_ = 0;
+  int beats_ = 0;
   bool keep_ = false;
 };
 
@@ -291,4 +315,52 @@ TEST_CASE("after shutdown an entity reference reports system_shutdown, and asks 
   REQUIRE(f.wait_for(test::deadline) == std::future_status::ready);
   CHECK_THROWS_AS(f.get(), troupe::error);
   CHECK(j->constructed == j->destroyed);
+}
+
+TEST_CASE("an entity's timers end with its activation: a passivated entity's alarm never rings (documented)") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 0ms, .max_live = 1}, j);
+  REQUIRE_FALSE(accounts.get("a").tell(set_alarm{300ms}));
+  CHECK(test::get(accounts.get("a").ask(how_many{}, asio::use_future)) == 0);
+  // b's activation passivates a before its alarm is due.
+  CHECK(test::get(accounts.get("b").ask(how_many{}, asio::use_future)) == 0);
+  REQUIRE(eventually([&] { return accounts.stats().passivations == 1; }));
+  // Well past the alarm: a was not activated again by it, and it never rang.
+  std::this_thread::sleep_for(500ms);
+  CHECK(j->count("a") == 0);
+  CHECK(accounts.stats().activations == 2);
+  // A live entity's alarm rings.
+  REQUIRE_FALSE(accounts.get("b").tell(set_alarm{10ms}));
+  REQUIRE(eventually([&] { return j->count("b") == 1; }));
+}
+
+TEST_CASE("an entity asked to passivate for idleness stays live when a message arrives for it before it handles the "
+          "request") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 100ms}, j);
+  auto a = accounts.get("a");
+  // A long coroutine handler: the region sees no message for a while and
+  // asks it to passivate; the request waits behind the handler.
+  auto napping = a.ask(nap{400ms}, asio::use_future);
+  REQUIRE(eventually([&] { return accounts.stats().asked >= 1; }));
+  REQUIRE_FALSE(a.tell(note{0, 0})); // after the request: it cancels it
+  CHECK(test::get(napping) == 1);
+  CHECK(test::get(a.ask(how_many{}, asio::use_future)) == 2); // the same activation handled both
+  CHECK(accounts.stats().passivations == 0);
+  CHECK(accounts.stats().activations == 1);
+}
+
+TEST_CASE("an entity busy with messages that do not come through its region (its own timers) is not idle") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 20ms}, j);
+  auto a = accounts.get("a");
+  REQUIRE_FALSE(a.tell(start_beating{}));
+  // Ten idle periods of beats (watched from outside, without a message
+  // through the region), and it is still the same activation.
+  REQUIRE(eventually([&] { return j->count("a") >= 200; }));
+  CHECK(accounts.stats().passivations == 0);
+  CHECK(accounts.stats().activations == 1);
 }

@@ -23,6 +23,7 @@
 #include <troupe/persistence/json.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
 #include <troupe/detail/bytes.hpp>
+#include <troupe/detail/cell_base.hpp>
 #include <troupe/detail/clock.hpp>
 #include <troupe/detail/maybe_await.hpp>
 #include <troupe/detail/type_name.hpp>
@@ -126,6 +127,15 @@ public:
           [&] { return detail::dedup_expiry::install(this->storage(), tables_, net_); });
     }
     net_->admit(this->pid(), r.horizon(), retention);
+    // The transport forgets the admission once the actor has stopped (not
+    // while it restarts): keyed by the transport, a restart's instance
+    // replaces the first one's.
+    if (auto* cell = troupe::detail::constructing_cell) {
+      auto forget = [net = net_, pid = this->pid()](const down&) { net->forget(pid); };
+      const auto* key = reinterpret_cast<const troupe::detail::cell_base*>(net_.get());
+      if (cell->add_watcher(std::move(forget), key)) net_->forget(this->pid());
+      forget_when_stopped_ = true;
+    }
   }
 
   reliable_actor(const reliable_actor&) = delete;
@@ -135,7 +145,7 @@ public:
     if (tracker_) tracker_->close();
     // The transport keeps the live actors' policies (and entity types'),
     // not every name ever admitted.
-    net_->forget(this->pid());
+    if (!forget_when_stopped_) net_->forget(this->pid());
   }
 
   /// Recovery, then the deliveries left unconfirmed are sent again and the
@@ -188,57 +198,9 @@ public:
     co_await (this->*f)(m, key);
   }
 
-  task<std::vector<dead_letter>> troupe_handle(list_dead_letters) {
-    co_return co_await this->storage().async_run([this] {
-      std::vector<dead_letter> out;
-      const auto prefix = tracker_->prefix() + 'x';
-      auto ec = this->storage().scan(tables_.deliveries, prefix, [&](std::string_view k, std::string_view v) {
-        std::uint32_t attempts = 0;
-        std::int64_t since = 0;
-        auto o = detail::decode_outgoing(k.substr(prefix.size()), v, &attempts, &since);
-        out.push_back({delivery_id(o.id), o.to, o.manifest, attempts, since});
-        return true;
-      });
-      if (ec) throw error(ec, "listing the dead letters of " + this->pid());
-      return out;
-    });
-  }
+  task<std::vector<dead_letter>> troupe_handle(list_dead_letters);
 
-  task<bool> troupe_handle(requeue r) {
-    const auto key = tracker_->dead_key(r.id.str());
-    auto value = co_await this->storage().async_run([this, &key, &r] {
-      std::optional<std::string> v;
-      if (auto ec = this->storage().get(tables_.deliveries, key, v))
-        throw error(ec, "reading dead letter " + r.id.str() + " of " + this->pid());
-      return v;
-    });
-    if (!value) co_return false;
-    auto o = detail::decode_outgoing(r.id.str(), *value);
-    refuse_late_requeue(o, r.force);
-    if (auto holder = tracker_->holder(o.id))
-      throw error(errc::id_in_use, "re-queue of " + o.id + " from " + this->pid() + " to " + o.to +
-                                       " refused: a delivery under that ID is unconfirmed to " + *holder);
-    // A fresh horizon from now; the first record time stays (the check
-    // above made sure that the receiver's mark, if it processed the
-    // delivery, outlives the new horizon).
-    o.created_ms = troupe::detail::now_ms();
-    if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
-    tracker_->claim(o.id, o.to);
-    std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::erase(tables_.deliveries, key));
-    tables.push_back(
-        persistence::table_write::put(tables_.deliveries, tracker_->pending_key(o.id), detail::encode_outgoing(o)));
-    tables.push_back(tracker_->work_mark());
-    try {
-      co_await this->persist_all_with(std::move(tables));
-    } catch (...) {
-      tracker_->unclaim(o.id);
-      throw;
-    }
-    tracker_->revived(o.id);
-    tracker_->add_reserved(std::move(o));
-    co_return true;
-  }
+  task<bool> troupe_handle(requeue r);
 
   delivery_stats troupe_handle(delivery_status) const {
     auto s = tracker_ ? tracker_->stats() : delivery_stats{};
@@ -450,49 +412,13 @@ private:
 
   /// On the journal's thread: the pending deliveries and the dead letters'
   /// IDs (and a receiver's marks of the first layout moved).
-  std::vector<detail::outgoing> load(std::unordered_map<std::string, std::string>& dead) {
-    std::vector<detail::outgoing> pending;
-    const auto prefix = detail::key_prefix(this->pid());
-    const auto pending_prefix = prefix + 'p';
-    auto ec = this->storage().scan(tables_.deliveries, pending_prefix, [&](std::string_view k, std::string_view v) {
-      pending.push_back(detail::decode_outgoing(k.substr(pending_prefix.size()), v));
-      return true;
-    });
-    if (ec) throw error(ec, "loading the deliveries of " + this->pid());
-    // The dead letters' IDs stay taken for their receivers (a delivery to
-    // another under one would replace the dead letter).
-    const auto dead_prefix = prefix + 'x';
-    ec = this->storage().scan(tables_.deliveries, dead_prefix, [&](std::string_view k, std::string_view v) {
-      auto o = detail::decode_outgoing(k.substr(dead_prefix.size()), v);
-      dead.emplace(std::move(o.id), std::move(o.to));
-      return true;
-    });
-    if (ec) throw error(ec, "loading the dead letters of " + this->pid());
-    if constexpr (receives())
-      if (tables_.dedup_by_id) move_marks_by_id(prefix);
-    return pending;
-  }
+  std::vector<detail::outgoing> load(std::unordered_map<std::string, std::string>& dead);
 
   /// On the journal's thread: this receiver's marks of the first layout
   /// (by ID only) move to `dedup` under an empty sender, in one atomic
   /// write (all of them or none; a crash before it leaves them where they
   /// were, for the next start).
-  void move_marks_by_id(const std::string& prefix) {
-    std::vector<persistence::table_write> moves;
-    auto ec = this->storage().scan(*tables_.dedup_by_id, prefix, [&](std::string_view k, std::string_view v) {
-      moves.push_back(persistence::table_write::put(tables_.dedup,
-                                                    prefix + detail::mark_key({}, k.substr(prefix.size())),
-                                                    std::string(v)));
-      moves.push_back(persistence::table_write::erase(*tables_.dedup_by_id, std::string(k)));
-      return true;
-    });
-    if (ec) throw error(ec, "reading the dedup marks of " + this->pid() + " in the first layout");
-    if (moves.empty()) return;
-    std::promise<std::error_code> done;
-    auto written = done.get_future();
-    this->storage().write({}, {}, std::move(moves), [&done](std::error_code e) { done.set_value(e); });
-    if (auto e = written.get()) throw error(e, "moving the dedup marks of " + this->pid() + " to the current layout");
-  }
+  void move_marks_by_id(const std::string& prefix);
 
   template <class... M>
   void select(accepts<M...>, const message& m, task<> (reliable_actor::*& f)(message&, std::string&)) {
@@ -506,50 +432,7 @@ private:
   /// dedup mark and its deliveries in one batch; the acknowledgement once
   /// that is durable.
   template <class M>
-  task<> receive_as(message& m, std::string& key) {
-    static_assert(handles<Derived, delivery<M>>,
-                  "troupe: a reliable actor that accepts M needs handle(troupe::delivery::delivery<M>)");
-    std::optional<M> msg;
-    try {
-      msg.emplace(persistence::from_json_text<M>(m.payload));
-    } catch (const std::exception&) {
-      ++rejected_;
-      co_return;
-    }
-    delivery<M> d{m.id, m.from, std::move(*msg)};
-    this->begin_batch();
-    std::optional<std::string> reply;
-    std::exception_ptr failure;
-    try {
-      using R = reply_type_t<Derived, delivery<M>>;
-      auto& self = static_cast<Derived&>(*this);
-      auto run =
-          troupe::detail::call_or_await([&self, &d] { return troupe::detail::invoke_handle(self, std::move(d)); });
-      if constexpr (std::is_void_v<R>) {
-        co_await std::move(run);
-      } else {
-        R r = co_await std::move(run);
-        reply = persistence::to_json_text(r);
-      }
-    } catch (...) {
-      this->abort_batch();
-      failure = std::current_exception();
-    }
-    if (failure) {
-      co_await handler_failed(m, key, failure);
-      co_return;
-    }
-    detail::dedup_marks::mark mk;
-    mk.reply = reply;
-    mk.time_ms = troupe::detail::now_ms();
-    std::vector<persistence::table_write> tables;
-    tables.push_back(
-        persistence::table_write::put(tables_.dedup, dedup_key(key), detail::encode_mark(mk.time_ms, reply)));
-    co_await this->commit_batch(std::move(tables));
-    ++processed_;
-    marks_.add(std::move(key), std::move(mk));
-    net_->send(acknowledgement{m.from, this->pid(), m.id, std::move(reply)});
-  }
+  task<> receive_as(message& m, std::string& key);
 
   /// The handler failed on `m` (its batch aborted): the failure is counted
   /// durably under the delivery's mark key; at `max_handler_failures` the
@@ -557,60 +440,7 @@ private:
   /// library's own (`troupe.*`). The instance goes on serving others; if the
   /// failed batch left unwritten events in its state, the state is
   /// recovered from the store first (in place: no restart).
-  task<> handler_failed(const message& m, const std::string& key, std::exception_ptr failure) {
-    ++handler_failures_;
-    std::string reason;
-    try {
-      std::rethrow_exception(failure);
-    } catch (const std::exception& ex) {
-      reason = ex.what();
-    } catch (...) {
-      reason = "the handler threw a non-standard exception";
-    }
-    if (reason.size() > 1024) reason.resize(1024);
-    const auto* known = marks_.find(key);
-    detail::dedup_marks::mark mk;
-    mk.time_ms = troupe::detail::now_ms();
-    mk.failures = (known ? known->failures : 0) + 1;
-    mk.reason = "handler of " + m.manifest + " failed " + std::to_string(mk.failures) + " time(s); last: " + reason;
-    // The library's own deliveries (effect outcomes) are never rejected:
-    // the owner must learn them; they are redelivered until it can.
-    const auto limit = options_.max_handler_failures;
-    const bool own = std::string_view(m.manifest).starts_with("troupe.");
-    mk.what = !own && limit != 0 && mk.failures >= limit ? detail::dedup_marks::mark::state::rejected
-                                                         : detail::dedup_marks::mark::state::failing;
-    const bool rejected = mk.what == detail::dedup_marks::mark::state::rejected;
-    // Table-only, past the actor's own persist (which refuses after a
-    // batch whose events were not written).
-    std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::put(
-        tables_.dedup, dedup_key(key), detail::encode_failure(rejected, mk.time_ms, mk.failures, mk.reason)));
-    auto [ec] = co_await this->storage().async_write(std::string(), std::vector<persistence::event_record>(),
-                                                     std::move(tables),
-                                                     asio::experimental::as_tuple(asio::use_awaitable));
-    if (!ec) {
-      if (rejected) {
-        ++poison_rejected_;
-        net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mk.reason});
-      }
-      marks_.add(key, std::move(mk));
-    }
-    if (!this->persisting_refused()) co_return;
-    // The failed batch's events are in the state, not in the store: the
-    // state is recovered again from the store, in place. A restart would do
-    // that too, but each would count against the supervisor's budget (two
-    // such deliveries would stop the receiver under the defaults). Only if
-    // the failure was not counted, or the recovery fails, is the failure
-    // the supervisor's.
-    if (ec) std::rethrow_exception(failure);
-    bool recovered = true;
-    try {
-      co_await this->recover_in_place();
-    } catch (...) {
-      recovered = false;
-    }
-    if (!recovered) std::rethrow_exception(failure);
-  }
+  task<> handler_failed(const message& m, const std::string& key, std::exception_ptr failure);
 
   /// Reserves room for `n` deliveries once the tracker has it (the caller
   /// tried `try_reserve` first, so the common case costs no coroutine).
@@ -634,9 +464,12 @@ private:
   detail::tables tables_;
   std::shared_ptr<detail::outgoing_tracker<Derived>> tracker_;
   detail::dedup_marks marks_;
+  bool forget_when_stopped_ = false; // the transport forgets the admission at the actor's stop
   std::array<std::size_t, 4> known_senders_{}; // hashes of admitted senders (`check_sender`)
   std::uint8_t known_count_ = 0, next_known_ = 0;
   std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0, handler_failures_ = 0, poison_rejected_ = 0;
 };
 
 } // namespace troupe::delivery
+
+#include <troupe/delivery/impl/reliable_actor.hpp>

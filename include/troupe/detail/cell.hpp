@@ -236,6 +236,7 @@ public:
 
   /// One turn: up to `throughput` messages, then yield the thread.
   void turn() noexcept override {
+    busy_.store(true, std::memory_order_relaxed);
     const std::uint32_t budget = sys_->config.throughput;
     for (std::uint32_t n = 0; n < budget;) {
       if (!cache_) {

@@ -96,6 +96,8 @@ public:
   }
 
   actor_id id() const noexcept { return id_; }
+  /// Whether the actor had a turn since the last call (entities' idleness).
+  bool take_busy() noexcept { return busy_.exchange(false, std::memory_order_relaxed); }
   system_state& sys() const noexcept { return *sys_; }
   bool closed() const noexcept { return inbox_.closed(); }
 
@@ -213,6 +215,9 @@ protected:
 
   std::atomic<std::uint32_t> refs_{1}; // one for the registry
   std::atomic<std::uint8_t> stop_reason_{0};
+  /// Set by every turn; an entity's region reads and clears it to tell an
+  /// idle entity from one busy with messages that did not come through it.
+  std::atomic<bool> busy_{false};
   inbox inbox_;
   system_state* sys_;
   actor_id id_;

@@ -40,9 +40,9 @@ struct entity_id {
 
 /// How a region runs its entities (`actor_system::entities`).
 struct entity_options {
-  /// An entity that has received nothing for this long is passivated (it
+  /// An entity that has handled nothing for this long is passivated (it
   /// finishes what it handles, runs `on_stop` and leaves memory); zero:
-  /// never for idleness. Passivation happens within 1.25 × this.
+  /// never for idleness. Checked every quarter of it.
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(2)};
   /// At most this many live entities (0: no limit); the least recently
   /// used are passivated when an activation goes past it. An entity that
@@ -59,6 +59,7 @@ struct entity_stats {
   std::size_t live = 0;            ///< activations alive now (some may be passivating)
   std::uint64_t activations = 0;   ///< activations started
   std::uint64_t passivations = 0;  ///< activations that passivated
+  std::uint64_t asked = 0;         ///< passivations asked for (idle, or past the limit)
   std::uint64_t declined = 0;      ///< passivations an entity declined
   std::uint64_t waited = 0;        ///< messages that waited for an activation (none was live, or it passivated)
 };
@@ -277,7 +278,15 @@ public:
     {
       std::lock_guard g(mutex_);
       ++tick_;
-      while (lru_oldest_ && tick_ - lru_oldest_->used >= idle_ticks) ask.push_back(ask_to_passivate(*lru_oldest_));
+      while (lru_oldest_ && tick_ - lru_oldest_->used >= idle_ticks) {
+        auto& e = *lru_oldest_;
+        // Busy with messages that did not come through the region (its own
+        // timers, deliveries through its endpoint): not idle.
+        if (e.live->take_busy())
+          touch(e);
+        else
+          ask.push_back(ask_to_passivate(e));
+      }
     }
     for (auto& c : ask) c->enqueue_system(new passivate_envelope<T>);
   }
@@ -291,6 +300,7 @@ public:
     } catch (...) {
     }
     std::vector<cell_ptr<cell<T>>> ask;
+    bool stop = false;
     {
       std::lock_guard g(mutex_);
       if (e.live.get() != &c || !e.asked) return;
@@ -304,19 +314,18 @@ public:
         return;
       }
       if (e.touched) {
-        // Used since it was asked: no longer the least recently used; past
-        // the limit, the one that now is goes instead.
+        // Used since it was asked: it stays, no longer the least recently
+        // used; past the limit, the one that now is goes instead.
         list_newest(e);
         over_limit(ask, &e);
       } else {
         e.ph = entry::phase::passivating;
         ++leaving_;
+        stop = true;
       }
     }
-    if (ask.empty())
-      c.request_stop(exit_reason::passivated);
-    else
-      for (auto& a : ask) a->enqueue_system(new passivate_envelope<T>);
+    if (stop) c.request_stop(exit_reason::passivated);
+    for (auto& a : ask) a->enqueue_system(new passivate_envelope<T>);
   }
 
   /// In `e`'s stopping cell, once it passivated: what was queued in it
@@ -469,6 +478,7 @@ private:
   /// With the mutex held: `e` is asked to passivate (the caller queues the
   /// request in the returned cell, outside the lock).
   cell_ptr<cell<T>> ask_to_passivate(entry& e) {
+    ++stats_.asked;
     unlist(e);
     e.asked = true;
     e.touched = false;

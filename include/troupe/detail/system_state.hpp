@@ -7,9 +7,11 @@
 #include <troupe/detail/post_counter.hpp>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/associated_executor.hpp>
 #include <asio/thread_pool.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -18,6 +20,7 @@
 #include <optional>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 namespace troupe {
 class actor_system;
@@ -110,6 +113,26 @@ struct system_state {
   /// its turns checks it after counting itself there.
   std::atomic<bool> closing{false};
 
+  // Completions of operations outside the system (a journal's write or
+  // blocking call) that will be posted to its pool: the pool outlives them.
+  std::mutex completions_mutex;
+  std::condition_variable completions_done;
+  std::size_t completions = 0;
+
+  void add_completion() noexcept {
+    std::lock_guard g(completions_mutex);
+    ++completions;
+  }
+  void completion_posted() noexcept {
+    std::lock_guard g(completions_mutex);
+    if (--completions == 0) completions_done.notify_all();
+  }
+  /// Waits (up to `limit`) until every completion counted has been posted.
+  void wait_completions(std::chrono::milliseconds limit) {
+    std::unique_lock l(completions_mutex);
+    completions_done.wait_for(l, limit, [&] { return completions == 0; });
+  }
+
   // Asks of this system's coroutines to other systems' actors, pending.
   std::mutex asks_mutex;
   foreign_ask* first_ask = nullptr;
@@ -156,6 +179,48 @@ struct system_state {
       a->dispose();
     }
   }
+};
+
+/// The actor system whose threads run `ex`, or null (another executor).
+template <class Executor>
+system_state* system_of(const Executor& ex) noexcept {
+  const asio::thread_pool::executor_type* p = nullptr;
+  if constexpr (std::is_same_v<Executor, asio::any_io_executor>)
+    p = ex.template target<asio::thread_pool::executor_type>();
+  else if constexpr (std::is_same_v<Executor, asio::thread_pool::executor_type>)
+    p = &ex;
+  if (!p) return nullptr;
+  auto& pool = p->context();
+  if (!asio::has_service<system_service>(pool)) return nullptr;
+  return asio::use_service<system_service>(pool).state;
+}
+
+/// Counts, in the actor system whose threads a handler's executor runs (if
+/// any), one completion of an operation outside it, until destroyed — after
+/// the completion was posted: the system's shutdown waits for it before its
+/// pool goes (a journal's thread would otherwise post to a destroyed pool).
+class completion_guard {
+public:
+  template <class Handler>
+  explicit completion_guard(const Handler& h) noexcept : s_(system_of(asio::get_associated_executor(h))) {
+    if (s_) {
+      s_->add_ref();
+      s_->add_completion();
+    }
+  }
+  completion_guard(completion_guard&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  completion_guard(const completion_guard&) = delete;
+  completion_guard& operator=(const completion_guard&) = delete;
+  completion_guard& operator=(completion_guard&&) = delete;
+  ~completion_guard() {
+    if (s_) {
+      s_->completion_posted();
+      s_->release();
+    }
+  }
+
+private:
+  system_state* s_;
 };
 
 /// The actor system whose threads run `ex`, or null (another executor):

@@ -243,10 +243,13 @@ public:
     r.due_ms = now;
     r.note(now, "operator", "requeued", "round " + std::to_string(r.info.round));
     co_await write_with_update(r);
-    if (open_.size() < options_.window)
-      add_open(std::move(r));
-    else
-      more_ = true;
+    // Held already (a late `enqueued`): its attempt reads the record again.
+    if (!open_.contains(r.info.id)) {
+      if (open_.size() < options_.window)
+        add_open(std::move(r));
+      else
+        more_ = true;
+    }
     kick();
     co_return true;
   }

@@ -12,6 +12,7 @@
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/blocking_thread.hpp>
 #include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/system_state.hpp>
 #include <troupe/detail/unique_function.hpp>
 
 #include <asio/async_result.hpp>
@@ -168,8 +169,10 @@ public:
                    Token&& token = Token{}) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [this](auto handler, std::string pid, std::vector<event_record> events, std::vector<table_write> tables) {
+          // (The guard is declared first: it goes after the handler.)
+          troupe::detail::completion_guard g(handler);
           write(std::move(pid), std::move(events), std::move(tables),
-                [h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](
+                [g = std::move(g), h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))](
                     std::error_code ec) mutable { h.post(ec); });
         },
         token, std::move(pid), std::move(events), std::move(tables));
@@ -195,7 +198,8 @@ public:
     if constexpr (std::is_void_v<R>) {
       return asio::async_initiate<Token, void(std::exception_ptr)>(
           [this](auto handler, F f) {
-            run_blocking([f = std::move(f),
+            troupe::detail::completion_guard g(handler);
+            run_blocking([g = std::move(g), f = std::move(f),
                           h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))]() mutable {
               std::exception_ptr ep;
               try {
@@ -211,7 +215,8 @@ public:
       static_assert(std::is_default_constructible_v<R>, "troupe: async_run's result must be default-constructible");
       return asio::async_initiate<Token, void(std::exception_ptr, R)>(
           [this](auto handler, F f) {
-            run_blocking([f = std::move(f),
+            troupe::detail::completion_guard g(handler);
+            run_blocking([g = std::move(g), f = std::move(f),
                           h = troupe::detail::stored_handler<decltype(handler)>(std::move(handler))]() mutable {
               std::exception_ptr ep;
               R r{};

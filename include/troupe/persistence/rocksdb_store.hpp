@@ -404,36 +404,7 @@ public:
   /// The latest snapshot matching `c`, if any. A snapshot that cannot be
   /// decoded yields `errc::corrupt_record` with only `out->seq` set (the
   /// caller may fall back to an older one with a lower `max_seq`).
-  std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
-    out.reset();
-    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
-    const auto prefix = detail::id_prefix(pid);
-    auto r = read_db();
-    if (!r.db) return errc::storage_failure;
-    const rocksdb::Slice lower(prefix); // not read past into the IDs before
-    rocksdb::ReadOptions ro;
-    ro.iterate_lower_bound = &lower;
-    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, snapshots_cf()));
-    snapshot_record s;
-    for (it->SeekForPrev(detail::seq_key(prefix, c.max_seq)); it->Valid(); it->Prev()) {
-      auto key = it->key().ToStringView();
-      if (!detail::has_prefix(key, prefix)) break;
-      auto seq = detail::seq_of_key(key);
-      if (seq < c.min_seq) break;
-      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s)) {
-        failures_.set("snapshot " + std::to_string(seq) + " of " + std::string(pid) + " in " + path_ +
-                      " does not decode (bad checksum or layout)");
-        out.emplace().seq = seq;
-        return errc::corrupt_record;
-      }
-      if (c.matches(s)) {
-        out = std::move(s);
-        return {};
-      }
-    }
-    if (!it->status().ok()) return read_failed(it->status(), "the snapshots of " + std::string(pid));
-    return {};
-  }
+  std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out);
 
   std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
     if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
@@ -444,34 +415,7 @@ public:
     });
   }
 
-  std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
-    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
-    const auto prefix = detail::id_prefix(pid);
-    auto r = read_db();
-    if (!r.db) return errc::storage_failure;
-    const auto end = detail::prefix_end(prefix); // not read past into the IDs after
-    const rocksdb::Slice upper(end);
-    rocksdb::ReadOptions ro;
-    if (!end.empty()) ro.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, snapshots_cf()));
-    std::vector<std::string> doomed;
-    snapshot_record s;
-    for (it->Seek(detail::seq_key(prefix, c.min_seq)); it->Valid(); it->Next()) {
-      auto key = it->key().ToStringView();
-      if (!detail::has_prefix(key, prefix)) break;
-      auto seq = detail::seq_of_key(key);
-      if (seq > c.max_seq) break;
-      if (!detail::decode_snapshot(it->value().ToStringView(), seq, s) || c.matches(s)) doomed.emplace_back(key);
-    }
-    if (!it->status().ok()) return read_failed(it->status(), "the snapshots of " + std::string(pid));
-    it.reset();
-    r.lock.unlock(); // the writer may need the database alone (a reopen)
-    if (doomed.empty()) return {};
-    return writer_->run(std::string(pid), [this, doomed = std::move(doomed)](rocksdb::WriteBatch& b, sequence_nr) {
-      for (auto& key : doomed) b.Delete(snapshots_cf(), key);
-      return std::error_code{};
-    });
-  }
+  std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c);
 
   // -- statistics -------------------------------------------------------------
 
@@ -515,32 +459,7 @@ private:
 
   /// Opens RocksDB with the store's own column families and `tables`
   /// (registered now at the first open, already at a reopen).
-  rocksdb::Status open_db(const std::vector<std::string>& tables, bool first) {
-    auto o = db_options();
-    o.info_log = logger_;
-    o.create_if_missing = options_.create_if_missing;
-    o.create_missing_column_families = true;
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (auto* n : detail::rocksdb_layout::own_column_families) cfs.emplace_back(n, own_options(n));
-    for (auto& n : tables) cfs.emplace_back(n, table_options(n));
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    auto st = rocksdb::DB::Open(o, path_, cfs, &handles, &db);
-    if (!st.ok()) return st;
-    constexpr std::size_t own = std::size(detail::rocksdb_layout::own_column_families);
-    db_.reset(db);
-    own_handles_.assign(handles.begin(), handles.begin() + own);
-    layout_.db = db;
-    layout_.journal = handles[1];
-    layout_.snapshots = handles[2];
-    layout_.meta = handles[3];
-    for (std::size_t i = 0; i < tables.size(); ++i) {
-      auto t = first ? registry_.add(tables[i]) : *registry_.find(tables[i]);
-      layout_.tables[detail::table_registry::slot_of(t)].store(handles[own + i], std::memory_order_release);
-      if (first) table_count_.fetch_add(1, std::memory_order_release);
-    }
-    return st;
-  }
+  rocksdb::Status open_db(const std::vector<std::string>& tables, bool first);
 
   void close_db() noexcept {
     if (!db_) return;
@@ -607,58 +526,7 @@ private:
     throw error(code, what);
   }
 
-  void open() {
-    namespace fs = std::filesystem;
-    if (auto holder = detail::lock_holder(path_))
-      throw error(errc::store_locked,
-                  "cannot open store " + path_ + ": locked by another process (pid " + std::to_string(holder) + ")");
-    std::error_code fec;
-    const bool exists = fs::exists(fs::path(path_) / "CURRENT", fec);
-    detail::rocksdb_format format(path_);
-    std::vector<std::string> existing;
-    if (exists) {
-      auto st = rocksdb::DB::ListColumnFamilies(db_options(), path_, &existing);
-      if (!st.ok()) fail_open(st, "cannot read its column families");
-      format.refuse_newer(db_options(), existing);
-    } else if (options_.create_if_missing) {
-      fs::create_directories(path_, fec);
-      if (fec) throw error(errc::storage_failure, "cannot create store " + path_ + ": " + fec.message());
-    }
-    // From here on the store is of a format this code reads.
-    logger_ = std::make_shared<detail::store_logger>(path_ + "/LOG");
-    std::vector<std::string> tables;
-    for (auto& n : existing)
-      if (!detail::rocksdb_layout::reserved(n)) tables.push_back(n);
-    std::sort(tables.begin(), tables.end());
-    // Every write of the WAL, read before RocksDB recovers (and may remove)
-    // it, to name what the salvage drops.
-    std::vector<detail::wal_write> wal;
-    if (options_.salvage && exists) wal = detail::read_wal_files(path_);
-    if (!options_.salvage && exists) refuse_damaged_wal();
-    if (auto st = open_db(tables, true); !st.ok()) fail_open(st, "RocksDB refused it");
-    if (options_.salvage && exists) {
-      try {
-        std::vector<rocksdb::ColumnFamilyHandle*> all(own_handles_);
-        for (auto& t : layout_.tables)
-          if (auto* h = t.load(std::memory_order_acquire)) all.push_back(h);
-        salvaged_ = detail::salvage_store(*db_, layout_, all, logger_->damage(), wal,
-                                          [this](const rocksdb::Status& st, const std::string& doing) {
-                                            fail_open(st, doing);
-                                          });
-      } catch (...) {
-        close_db();
-        throw;
-      }
-    }
-    try {
-      opened_format_ = format.settle(*db_, meta_cf(), journal_cf(), snapshots_cf());
-      migrated_ = format.migrated();
-    } catch (...) {
-      close_db();
-      throw;
-    }
-    writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
-  }
+  void open();
 
   /// Before RocksDB opens the store: damage inside a WAL file that RocksDB
   /// would take for a torn tail (see `detail::damage_before_end`) refuses
@@ -702,3 +570,5 @@ private:
 };
 
 } // namespace troupe::persistence
+
+#include <troupe/persistence/impl/rocksdb_store.hpp>

@@ -5,6 +5,7 @@
 
 #include <troupe/actor_system.hpp>
 #include <troupe/persistence/memory_store.hpp>
+#include <troupe/testing/faulty_journal.hpp>
 
 #include "../../support.hpp"
 
@@ -262,5 +263,42 @@ TEST_CASE("a tracker whose deliveries were all confirmed goes idle, and redelive
   t->add_reserved(out("b"));
   REQUIRE(f.eventually([&] { return t->stats().resent >= 2; }));
   for (auto& m : f.s->sent_now()) CHECK((m.id.str() == "a" || m.id.str() == "b"));
+  t->close();
+}
+
+TEST_CASE("a sender's work mark goes only once nothing is outstanding: a burial does not clear it under a delivery "
+          "recorded meanwhile") {
+  fixture f;
+  // Completions of writes come 300 ms late: a burial is written, and its
+  // delivery's ID still claimed, for that long.
+  auto j = std::make_shared<troupe::testing::faulty_journal>(f.journal);
+  auto p = quick(1);
+  p.initial_backoff = p.max_backoff = 20ms;
+  auto t = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", j, f.tables, f.net, f.self, p,
+                                                                      f.sys.get_executor());
+  t->start({});
+  const tp::work_index work(f.tables.work);
+  const auto marked = [&] { return work.marked(*f.journal, "shop"); };
+  const auto record = [&](const std::string& id) {
+    auto r = t->reserve(out(id));
+    REQUIRE(r.what == decltype(r)::outcome::reserved);
+    std::vector<tp::table_write> w{tp::table_write::put(f.tables.deliveries, t->pending_key(id),
+                                                        td::detail::encode_outgoing(out(id)))};
+    if (r.first) w.push_back(t->work_mark());
+    REQUIRE_FALSE(f.store->write("", {}, w));
+    t->add_reserved(out(id));
+    return r.first;
+  };
+  CHECK(record("d1")); // the first outstanding: recorded with the mark
+  CHECK(marked() == std::vector<std::string>{"shop"});
+  j->delay_writes(300ms);
+  // d1 runs out of attempts: its burial is written, not yet complete.
+  REQUIRE(f.eventually([&] { return f.records('x') == 1; }));
+  CHECK_FALSE(record("d2")); // d1 is still outstanding (claimed): no mark of its own
+  CHECK(f.records('p') == 1);
+  CHECK(marked() == std::vector<std::string>{"shop"}); // (it was cleared here before)
+  // Both buried in the end: then it goes.
+  REQUIRE(f.eventually([&] { return t->stats().dead_lettered == 2; }));
+  REQUIRE(f.eventually([&] { return marked().empty(); }));
   t->close();
 }

@@ -504,14 +504,6 @@ private:
     tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(o.id)));
     tables.push_back(
         persistence::table_write::put(tables_.deliveries, dead_key(o.id), encode_outgoing(o, attempts, since)));
-    {
-      // Its ID is claimed until buried: the last one outstanding, if nothing
-      // else is claimed, pending or reserved. Requested under the lock, as
-      // an acknowledgement's (applied before a later delivery's mark); made
-      // again should the burial fail.
-      std::lock_guard g(mutex_);
-      if (pending_.empty() && reserved_ == 0 && claimed_.size() == 1) journal_->write_later({work_clear()});
-    }
     journal_->write({}, {}, std::move(tables),
                     [self = this->shared_from_this(), o = std::move(o), attempts, since](std::error_code ec) mutable {
                       self->buried(std::move(o), attempts, since, ec);
@@ -524,8 +516,7 @@ private:
       std::lock_guard g(mutex_);
       release_claim(o.id);
       if (ec) {
-        // Still pending in the store (and marked again): keep trying it.
-        journal_->write_later({work_mark()});
+        // Still pending in the store: keep trying it.
         if (closed_) return;
         auto [it, fresh] = pending_.try_emplace(o.id);
         if (!fresh) return;
@@ -537,6 +528,10 @@ private:
       ++stats_.dead_lettered;
       dead_.insert_or_assign(o.id, o.to);
       ws.swap(waiters_);
+      // Buried (durably): the last one outstanding, the mark goes — once
+      // its ID is released, requested under the lock as an acknowledgement's
+      // clearing is, so a delivery reserved after it writes its mark later.
+      if (outstanding_none()) journal_->write_later({work_clear()});
     }
     for (auto& w : ws) w({});
     if constexpr (handles<Actor, delivery_failed>)

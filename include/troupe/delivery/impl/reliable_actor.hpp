@@ -1,0 +1,208 @@
+#pragma once
+
+// The longer bodies of `reliable_actor` (troupe/delivery/reliable_actor.hpp):
+// the operator's dead-letter calls, loading at start, and the first arrival
+// of a delivery (its batch, or its counted failure).
+
+namespace troupe::delivery {
+
+template <class Derived, class State>
+task<std::vector<dead_letter>> reliable_actor<Derived, State>::troupe_handle(list_dead_letters) {
+  co_return co_await this->storage().async_run([this] {
+    std::vector<dead_letter> out;
+    const auto prefix = tracker_->prefix() + 'x';
+    auto ec = this->storage().scan(tables_.deliveries, prefix, [&](std::string_view k, std::string_view v) {
+      std::uint32_t attempts = 0;
+      std::int64_t since = 0;
+      auto o = detail::decode_outgoing(k.substr(prefix.size()), v, &attempts, &since);
+      out.push_back({delivery_id(o.id), o.to, o.manifest, attempts, since});
+      return true;
+    });
+    if (ec) throw error(ec, "listing the dead letters of " + this->pid());
+    return out;
+  });
+}
+
+template <class Derived, class State>
+task<bool> reliable_actor<Derived, State>::troupe_handle(requeue r) {
+  const auto key = tracker_->dead_key(r.id.str());
+  auto value = co_await this->storage().async_run([this, &key, &r] {
+    std::optional<std::string> v;
+    if (auto ec = this->storage().get(tables_.deliveries, key, v))
+      throw error(ec, "reading dead letter " + r.id.str() + " of " + this->pid());
+    return v;
+  });
+  if (!value) co_return false;
+  auto o = detail::decode_outgoing(r.id.str(), *value);
+  refuse_late_requeue(o, r.force);
+  if (auto holder = tracker_->holder(o.id))
+    throw error(errc::id_in_use, "re-queue of " + o.id + " from " + this->pid() + " to " + o.to +
+                                     " refused: a delivery under that ID is unconfirmed to " + *holder);
+  // A fresh horizon from now; the first record time stays (the check
+  // above made sure that the receiver's mark, if it processed the
+  // delivery, outlives the new horizon).
+  o.created_ms = troupe::detail::now_ms();
+  if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
+  tracker_->claim(o.id, o.to);
+  std::vector<persistence::table_write> tables;
+  tables.push_back(persistence::table_write::erase(tables_.deliveries, key));
+  tables.push_back(
+      persistence::table_write::put(tables_.deliveries, tracker_->pending_key(o.id), detail::encode_outgoing(o)));
+  tables.push_back(tracker_->work_mark());
+  try {
+    co_await this->persist_all_with(std::move(tables));
+  } catch (...) {
+    tracker_->unclaim(o.id);
+    throw;
+  }
+  tracker_->revived(o.id);
+  tracker_->add_reserved(std::move(o));
+  co_return true;
+}
+
+template <class Derived, class State>
+std::vector<detail::outgoing> reliable_actor<Derived, State>::load(std::unordered_map<std::string, std::string>& dead) {
+  std::vector<detail::outgoing> pending;
+  const auto prefix = detail::key_prefix(this->pid());
+  const auto pending_prefix = prefix + 'p';
+  auto ec = this->storage().scan(tables_.deliveries, pending_prefix, [&](std::string_view k, std::string_view v) {
+    pending.push_back(detail::decode_outgoing(k.substr(pending_prefix.size()), v));
+    return true;
+  });
+  if (ec) throw error(ec, "loading the deliveries of " + this->pid());
+  // The dead letters' IDs stay taken for their receivers (a delivery to
+  // another under one would replace the dead letter).
+  const auto dead_prefix = prefix + 'x';
+  ec = this->storage().scan(tables_.deliveries, dead_prefix, [&](std::string_view k, std::string_view v) {
+    auto o = detail::decode_outgoing(k.substr(dead_prefix.size()), v);
+    dead.emplace(std::move(o.id), std::move(o.to));
+    return true;
+  });
+  if (ec) throw error(ec, "loading the dead letters of " + this->pid());
+  if constexpr (receives())
+    if (tables_.dedup_by_id) move_marks_by_id(prefix);
+  return pending;
+}
+
+template <class Derived, class State>
+void reliable_actor<Derived, State>::move_marks_by_id(const std::string& prefix) {
+  std::vector<persistence::table_write> moves;
+  auto ec = this->storage().scan(*tables_.dedup_by_id, prefix, [&](std::string_view k, std::string_view v) {
+    moves.push_back(persistence::table_write::put(tables_.dedup,
+                                                  prefix + detail::mark_key({}, k.substr(prefix.size())),
+                                                  std::string(v)));
+    moves.push_back(persistence::table_write::erase(*tables_.dedup_by_id, std::string(k)));
+    return true;
+  });
+  if (ec) throw error(ec, "reading the dedup marks of " + this->pid() + " in the first layout");
+  if (moves.empty()) return;
+  std::promise<std::error_code> done;
+  auto written = done.get_future();
+  this->storage().write({}, {}, std::move(moves), [&done](std::error_code e) { done.set_value(e); });
+  if (auto e = written.get()) throw error(e, "moving the dedup marks of " + this->pid() + " to the current layout");
+}
+
+template <class Derived, class State>
+template <class M>
+task<> reliable_actor<Derived, State>::receive_as(message& m, std::string& key) {
+  static_assert(handles<Derived, delivery<M>>,
+                "troupe: a reliable actor that accepts M needs handle(troupe::delivery::delivery<M>)");
+  std::optional<M> msg;
+  try {
+    msg.emplace(persistence::from_json_text<M>(m.payload));
+  } catch (const std::exception&) {
+    ++rejected_;
+    co_return;
+  }
+  delivery<M> d{m.id, m.from, std::move(*msg)};
+  this->begin_batch();
+  std::optional<std::string> reply;
+  std::exception_ptr failure;
+  try {
+    using R = reply_type_t<Derived, delivery<M>>;
+    auto& self = static_cast<Derived&>(*this);
+    auto run =
+        troupe::detail::call_or_await([&self, &d] { return troupe::detail::invoke_handle(self, std::move(d)); });
+    if constexpr (std::is_void_v<R>) {
+      co_await std::move(run);
+    } else {
+      R r = co_await std::move(run);
+      reply = persistence::to_json_text(r);
+    }
+  } catch (...) {
+    this->abort_batch();
+    failure = std::current_exception();
+  }
+  if (failure) {
+    co_await handler_failed(m, key, failure);
+    co_return;
+  }
+  detail::dedup_marks::mark mk;
+  mk.reply = reply;
+  mk.time_ms = troupe::detail::now_ms();
+  std::vector<persistence::table_write> tables;
+  tables.push_back(
+      persistence::table_write::put(tables_.dedup, dedup_key(key), detail::encode_mark(mk.time_ms, reply)));
+  co_await this->commit_batch(std::move(tables));
+  ++processed_;
+  marks_.add(std::move(key), std::move(mk));
+  net_->send(acknowledgement{m.from, this->pid(), m.id, std::move(reply)});
+}
+
+template <class Derived, class State>
+task<> reliable_actor<Derived, State>::handler_failed(const message& m, const std::string& key, std::exception_ptr failure) {
+  ++handler_failures_;
+  std::string reason;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& ex) {
+    reason = ex.what();
+  } catch (...) {
+    reason = "the handler threw a non-standard exception";
+  }
+  if (reason.size() > 1024) reason.resize(1024);
+  const auto* known = marks_.find(key);
+  detail::dedup_marks::mark mk;
+  mk.time_ms = troupe::detail::now_ms();
+  mk.failures = (known ? known->failures : 0) + 1;
+  mk.reason = "handler of " + m.manifest + " failed " + std::to_string(mk.failures) + " time(s); last: " + reason;
+  // The library's own deliveries (effect outcomes) are never rejected:
+  // the owner must learn them; they are redelivered until it can.
+  const auto limit = options_.max_handler_failures;
+  const bool own = std::string_view(m.manifest).starts_with("troupe.");
+  mk.what = !own && limit != 0 && mk.failures >= limit ? detail::dedup_marks::mark::state::rejected
+                                                       : detail::dedup_marks::mark::state::failing;
+  const bool rejected = mk.what == detail::dedup_marks::mark::state::rejected;
+  // Table-only, past the actor's own persist (which refuses after a
+  // batch whose events were not written).
+  std::vector<persistence::table_write> tables;
+  tables.push_back(persistence::table_write::put(
+      tables_.dedup, dedup_key(key), detail::encode_failure(rejected, mk.time_ms, mk.failures, mk.reason)));
+  auto [ec] = co_await this->storage().async_write(std::string(), std::vector<persistence::event_record>(),
+                                                   std::move(tables),
+                                                   asio::experimental::as_tuple(asio::use_awaitable));
+  if (!ec) {
+    if (rejected) {
+      ++poison_rejected_;
+      net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mk.reason});
+    }
+    marks_.add(key, std::move(mk));
+  }
+  if (!this->persisting_refused()) co_return;
+  // The failed batch's events are in the state, not in the store: the
+  // state is recovered again from the store, in place. A restart would do
+  // that too, but each would count against the supervisor's budget (two
+  // such deliveries would stop the receiver under the defaults). Only if
+  // the failure was not counted, or the recovery fails, is the failure
+  // the supervisor's.
+  if (ec) std::rethrow_exception(failure);
+  bool recovered = true;
+  try {
+    co_await this->recover_in_place();
+  } catch (...) {
+    recovered = false;
+  }
+  if (!recovered) std::rethrow_exception(failure);
+}
+
+} // namespace troupe::delivery
