@@ -29,6 +29,10 @@ struct rocksdb_options {
   /// has and however long it runs (0: RocksDB's default, 64 MiB per column
   /// family).
   std::size_t write_buffers = 64u << 20;
+  /// The block cache every column family shares, in bytes; it also holds
+  /// the partitions of the files' indexes and filters, so that they do not
+  /// grow in memory with what is stored.
+  std::size_t block_cache = 64u << 20;
   /// Open a store whose WAL is damaged before its end (which refuses to
   /// open with `corrupt_store` otherwise) at the last consistent point
   /// before the damage: every write from there on is dropped, `salvaged()`

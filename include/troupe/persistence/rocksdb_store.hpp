@@ -27,10 +27,13 @@
 
 #include <asio/async_result.hpp>
 
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -434,8 +437,9 @@ public:
 private:
   /// The journal's memtable inserts with a hint per persistence ID (an ID's
   /// events are appended after its previous one); a write-path setting only.
-  static rocksdb::ColumnFamilyOptions own_options(std::string_view name) {
+  rocksdb::ColumnFamilyOptions own_options(std::string_view name) const {
     rocksdb::ColumnFamilyOptions cf;
+    cf.table_factory = table_factory_;
     if (name == "journal") cf.memtable_insert_with_hint_prefix_extractor = detail::id_prefix_extractor();
     return cf;
   }
@@ -445,6 +449,7 @@ private:
   /// has expired when they are compacted (`set_expiry`).
   rocksdb::ColumnFamilyOptions table_options(std::string_view name) const {
     rocksdb::ColumnFamilyOptions cf;
+    cf.table_factory = table_factory_;
     cf.memtable_insert_with_hint_prefix_extractor = detail::owner_prefix_extractor();
     cf.compaction_filter_factory = std::make_shared<detail::expiry_filter_factory>(expiries_, std::string(name));
     return cf;
@@ -566,6 +571,26 @@ private:
   detail::table_registry registry_;
   std::mutex tables_mutex_; // open_table
   std::shared_ptr<detail::expiries> expiries_ = std::make_shared<detail::expiries>();
+  // Every column family's files share one block cache, which also holds
+  // the partitions of their indexes and filters: memory bounded however
+  // much is stored.
+  std::shared_ptr<rocksdb::TableFactory> table_factory_ = make_table_factory(options_.block_cache);
+
+  static std::shared_ptr<rocksdb::TableFactory> make_table_factory(std::size_t cache_bytes) {
+    rocksdb::BlockBasedTableOptions t;
+    t.block_cache = rocksdb::NewLRUCache(cache_bytes);
+    // Two-level indexes and partitioned filters: only their top levels stay
+    // in memory, the partitions go through the cache with the data.
+    t.index_type = rocksdb::BlockBasedTableOptions::IndexType::kTwoLevelIndexSearch;
+    t.partition_filters = true;
+    t.cache_index_and_filter_blocks = true;
+    t.pin_top_level_index_and_filter = true;
+    t.pin_l0_filter_and_index_blocks_in_cache = true;
+    // A get of a key that is not there (a delivery's first arrival looking
+    // for its dedup mark) mostly reads no block.
+    t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    return std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(t));
+  }
   std::optional<detail::group_writer> writer_;
 };
 

@@ -39,7 +39,7 @@ public:
     const auto& f = options_.faults;
     const double roll = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (roll < f.fail_before) return reply::server_error;
-    const auto* known = ledger_.find(message_id);
+    const auto known = ledger_.find(message_id);
     if (!known || !options_.honours_keys) {
       auto e = known ? *known : detail::ledger::entry{"sent", to, 0};
       ++e.performed;
@@ -52,7 +52,7 @@ public:
   /// Times the recipient got message `id` (more than 1: a duplicate).
   std::uint64_t deliveries(const std::string& id) const {
     std::lock_guard g(m_);
-    const auto* e = ledger_.find(id);
+    const auto e = ledger_.find(id);
     return e ? e->performed : 0;
   }
 

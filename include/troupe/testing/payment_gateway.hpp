@@ -62,7 +62,7 @@ public:
     const double decline_end = f.fail_before + f.decline, timeout_end = decline_end + f.timeout,
                  lose_end = timeout_end + f.lose_response, slow_end = lose_end + f.slow;
     if (roll < f.fail_before) return {reply::server_error, {}, {}};
-    const auto* known = options_.honours_keys ? ledger_.find(key) : nullptr;
+    const auto known = options_.honours_keys ? ledger_.find(key) : std::nullopt;
     bool perform = true;
     answer a{reply::charged, {}, {}};
     if (known) {
@@ -83,7 +83,7 @@ public:
       a.latency = f.slow_latency;
     }
     if (perform) {
-      auto e = ledger_.find(key) ? *ledger_.find(key) : detail::ledger::entry{};
+      auto e = ledger_.find(key).value_or(detail::ledger::entry{});
       e.status = "charged";
       if (e.ref.empty()) e.ref = "pay_" + std::to_string(++payments_) + "_" + std::to_string(amount);
       ++e.performed;
@@ -97,7 +97,7 @@ public:
     std::lock_guard g(m_);
     ++queries_;
     if (draw() < options_.faults.query_unavailable) return {found::unavailable, {}};
-    const auto* e = ledger_.find(key);
+    const auto e = ledger_.find(key);
     if (!e) return {found::not_found, {}};
     if (e->status == "declined") return {found::declined, {}};
     return {found::charged, e->ref};
@@ -106,7 +106,7 @@ public:
   /// Times money moved under `key` (more than 1: a double charge).
   std::uint64_t charges(const std::string& key) const {
     std::lock_guard g(m_);
-    const auto* e = ledger_.find(key);
+    const auto e = ledger_.find(key);
     return e ? e->performed : 0;
   }
 
