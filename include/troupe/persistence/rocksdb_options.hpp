@@ -19,10 +19,10 @@ struct rocksdb_options {
   /// Create the directory and the database if missing.
   bool create_if_missing = true;
   /// Persistence IDs whose key prefix and highest sequence number the
-  /// writer keeps in memory (about 100 bytes each). Beyond it, the least
+  /// writer keeps in memory (about 100 bytes each: 1 MB by default). Beyond it, the least
   /// recently written are dropped and read again (one seek) at their next
   /// write: a store with millions of IDs (one per order) stays bounded.
-  std::size_t id_cache = 100'000;
+  std::size_t id_cache = 10'000;
   /// The memory the write buffers (memtables) of the journal and every
   /// table share, in bytes: once they hold this much, RocksDB flushes the
   /// largest. The store's memory then stays bounded however many tables it
