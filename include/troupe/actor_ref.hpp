@@ -90,7 +90,7 @@ public:
   /// exception message, `mailbox_full`. A reply arriving after the timeout is
   /// dropped. The handler is invoked on its associated executor.
   template <class M, class Token = asio::use_awaitable_t<>>
-    requires handles<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+    requires answers<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
   auto ask(M&& msg, Token&& token = Token{}) const {
     return ask(std::forward<M>(msg), cell_->sys().config.ask_timeout, std::forward<Token>(token));
   }
@@ -98,7 +98,7 @@ public:
   /// As `ask(msg, token)`, failing with `errc::timeout` when no reply arrived
   /// within `timeout` (zero: no timeout).
   template <class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
-    requires handles<T, std::decay_t<M>>
+    requires answers<T, std::decay_t<M>>
   auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
     using reply = reply_type_t<T, std::decay_t<M>>;
     detail::check_ask<std::decay_t<M>, reply>();

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include <troupe/hooks.hpp>
+#include <troupe/reply_promise.hpp>
 
 #include <asio/awaitable.hpp>
 
@@ -17,16 +18,55 @@
 
 namespace troupe {
 
+/// A list of message types: an actor that reads messages with
+/// `context::receive` (the awaitable mailbox) instead of handlers declares
+/// the ones it takes as `using receives = troupe::messages<A, B>;`.
+template <class... Ms>
+struct messages {};
+
+namespace detail {
+
+template <class A, class M>
+concept handles_directly = requires(A& actor, M&& msg) { actor.handle(std::move(msg)); } ||
+                           requires(A& actor, M&& msg) { actor.troupe_handle(std::move(msg)); };
+
+template <class M>
+using reply_of_t = typename reply_of<M>::type;
+
+/// `A::handle(M, reply_promise<R>)`, with `R` the reply type `M` names.
+template <class A, class M>
+concept handles_later = !handles_directly<A, M> && requires { typename reply_of<M>::type; } &&
+                        requires(A& actor, M&& msg, reply_promise<reply_of_t<M>>&& p) {
+                          actor.handle(std::move(msg), std::move(p));
+                        };
+
+template <class M, class List>
+inline constexpr bool listed_in = false;
+template <class M, class... Ms>
+inline constexpr bool listed_in<M, messages<Ms...>> = (std::is_same_v<M, Ms> || ...);
+
+/// `M` is in `A::receives`.
+template <class A, class M>
+concept receives_listed = requires { typename A::receives; } && listed_in<M, typename A::receives>;
+
+} // namespace detail
+
 /// `A` is an actor type that has a `handle` member accepting a message of
 /// type `M` (by value, by `const&` or by `&&`), or a library base's
-/// `troupe_handle` for it (see `troupe/hooks.hpp`).
+/// `troupe_handle` for it (see `troupe/hooks.hpp`); or a `handle(M,
+/// reply_promise<R>)` that answers later (`R` is `reply_of<M>::type`); or
+/// lists `M` in `A::receives` (taken by `context::receive` only).
 ///
 /// `actor_ref<A>::tell(m)` and `ask(m)` are constrained on it, so a message
 /// the actor does not handle is rejected at compile time with a diagnostic
 /// naming `troupe::handles<A, M>`: the actor and the message type.
 template <class A, class M>
-concept handles = requires(A& actor, M&& msg) { actor.handle(std::move(msg)); } ||
-                  requires(A& actor, M&& msg) { actor.troupe_handle(std::move(msg)); };
+concept handles = detail::handles_directly<A, M> || detail::handles_later<A, M> || detail::receives_listed<A, M>;
+
+/// `A` answers an ask of `M`: a handler returns the reply, or answers later
+/// through a `reply_promise`.
+template <class A, class M>
+concept answers = detail::handles_directly<A, M> || detail::handles_later<A, M>;
 
 namespace detail {
 
@@ -51,12 +91,31 @@ using raw_handler_result_t = decltype(invoke_handle(std::declval<A&>(), std::dec
 /// `troupe::task<R>`), so it may `co_await`; the actor processes no other
 /// message until it has finished.
 template <class A, class M>
-concept coroutine_handler = handles<A, M> && detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::is_awaitable;
+concept coroutine_handler =
+    detail::handles_directly<A, M> && detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::is_awaitable;
+
+namespace detail {
+template <class A, class M>
+struct reply_type_impl {
+  using type = void;
+};
+template <class A, class M>
+  requires handles_directly<A, M>
+struct reply_type_impl<A, M> {
+  using type = std::decay_t<typename awaitable_traits<raw_handler_result_t<A, M>>::value_type>;
+};
+template <class A, class M>
+  requires handles_later<A, M>
+struct reply_type_impl<A, M> {
+  using type = reply_of_t<M>;
+};
+} // namespace detail
 
 /// The reply of an ask of `M` to an actor of type `A`: the handler's return
-/// type, or what its awaitable produces for a coroutine handler.
+/// type, or what its awaitable produces for a coroutine handler, or the
+/// `reply_of<M>` of a handler that answers later.
 template <class A, class M>
-  requires handles<A, M>
-using reply_type_t = std::decay_t<typename detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::value_type>;
+  requires answers<A, M>
+using reply_type_t = typename detail::reply_type_impl<A, M>::type;
 
 } // namespace troupe

@@ -9,8 +9,17 @@
 #include <troupe/lifecycle.hpp>
 #include <troupe/detail/cell.hpp>
 
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/use_awaitable.hpp>
+
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 namespace troupe {
 
@@ -22,6 +31,22 @@ struct timer_id {
   std::uint64_t value = 0;
   friend bool operator==(timer_id, timer_id) = default;
 };
+
+/// What `context::receive<Ms...>` produces: the message for one type, an
+/// `std::variant` of them for several.
+template <class... Ms>
+struct receive_result {
+  using type = std::variant<Ms...>;
+};
+template <class M>
+struct receive_result<M> {
+  using type = M;
+};
+template <class... Ms>
+using receive_result_t = typename receive_result<Ms...>::type;
+
+template <class T, class Ref, class M>
+class request;
 
 /// The actor's view of itself, handed to its constructor when the
 /// constructor accepts it as first parameter:
@@ -79,6 +104,111 @@ public:
     return {cell_->add_timer(p, p, std::move(msg))};
   }
 
+  // -- the awaitable mailbox ---------------------------------------------------
+
+  /// Awaits the oldest queued message of one of the types `Ms` (a selective
+  /// receive): the message itself for one type, an `std::variant<Ms...>`
+  /// for several. Messages of other types stay queued, in order, for later
+  /// receives or for the handlers once the coroutine has finished; asks,
+  /// timer messages and watch notifications always go to the handlers.
+  ///
+  /// Only from the actor's own coroutine — a coroutine handler or a
+  /// coroutine `on_start` — which holds the mailbox as any handler does (no
+  /// other handler runs until it finishes). Each `M` must be a message the
+  /// actor accepts: a `handle(M)`, or listed in `using receives =
+  /// troupe::messages<...>` for an actor that only receives it. Fails with
+  /// `errc::actor_stopped` once the actor is asked to stop.
+  ///
+  /// \code
+  /// troupe::task<void> on_start() {              // a handshake as one coroutine
+  ///   auto hello = co_await ctx_.receive<syn>();
+  ///   hello.from.tell(syn_ack{ctx_.self()});
+  ///   co_await ctx_.receive<ack>(std::chrono::seconds(1));   // or errc::receive_timeout
+  /// }
+  /// \endcode
+  template <class... Ms>
+    requires(sizeof...(Ms) > 0 && (handles<T, Ms> && ...))
+  asio::awaitable<receive_result_t<Ms...>> receive() {
+    return receive<Ms...>(std::chrono::nanoseconds{0});
+  }
+
+  /// As `receive<Ms...>()`, failing with `errc::receive_timeout` when no
+  /// matching message arrived within `timeout` (zero: no deadline).
+  template <class... Ms, class Rep, class Period>
+    requires(sizeof...(Ms) > 0 && (handles<T, Ms> && ...))
+  asio::awaitable<receive_result_t<Ms...>> receive(std::chrono::duration<Rep, Period> timeout) {
+    using result = receive_result_t<Ms...>;
+    static constexpr const void* tags[] = {&detail::message_tag<Ms>...};
+    detail::cell<T>* c = cell_;
+    c->check_receive();
+    c->rescan();
+    bool deadline = false;
+    if (auto* e = c->take_matching(tags, sizeof...(Ms), 0, deadline)) co_return take<Ms...>(e);
+    auto got = co_await asio::async_initiate<const asio::use_awaitable_t<>&,
+                                             void(std::exception_ptr, std::optional<result>)>(
+        [c, timeout](auto handler) {
+          using H = decltype(handler);
+          c->wait_receive(tags, sizeof...(Ms), std::chrono::duration_cast<std::chrono::nanoseconds>(timeout),
+                          [h = detail::stored_handler<H>(std::move(handler))](detail::envelope_base* e,
+                                                                              std::exception_ptr ep) mutable {
+                            if (ep)
+                              h.defer(std::move(ep), std::optional<result>());
+                            else
+                              h.defer(nullptr, std::optional<result>(take<Ms...>(static_cast<detail::envelope<T>*>(e))));
+                          });
+        },
+        asio::use_awaitable);
+    co_return std::move(*got);
+  }
+
+  // -- stash ------------------------------------------------------------------
+
+  /// Sets `msg` aside: it is handled again, in the order stashed and before
+  /// anything queued, after `unstash_all()`. Stashed messages survive a
+  /// restart; when the actor stops they are dead letters; an entity's next
+  /// activation receives them first.
+  template <class M>
+    requires handles<T, std::decay_t<M>>
+  void stash(M&& msg) {
+    detail::check_message<std::decay_t<M>>();
+    cell_->stash(new detail::stashed_envelope<T, std::decay_t<M>>(std::forward<M>(msg)));
+  }
+
+  /// Sets an ask aside with its promise (for a handler that answers later):
+  /// handled again with the promise after `unstash_all()`; if the actor
+  /// stops first, the asker gets `errc::broken_promise`.
+  template <class M>
+    requires detail::handles_later<T, std::decay_t<M>>
+  void stash(M&& msg, reply_promise<detail::reply_of_t<std::decay_t<M>>> promise) {
+    detail::check_message<std::decay_t<M>>();
+    cell_->stash(new detail::stashed_ask_envelope<T, std::decay_t<M>>(std::forward<M>(msg), std::move(promise)));
+  }
+
+  /// Puts every stashed message back in front of the mailbox; returns how
+  /// many.
+  std::size_t unstash_all() noexcept { return cell_->unstash_all(); }
+  /// How many messages are stashed.
+  std::size_t stashed() const noexcept { return cell_->stashed(); }
+
+  // -- requests whose continuation runs in the actor --------------------------
+
+  /// Asks `to` (an `actor_ref` or `entity_ref`) with `msg`, without
+  /// blocking this actor: `.then(on_reply, on_error)` sends it, and the
+  /// continuation runs later as a turn of this actor (its state is safe to
+  /// touch there), while the actor goes on handling other messages. Fails
+  /// with `errc::timeout` after `timeout` (zero: none). See `request`.
+  template <class Ref, class M, class Rep, class Period>
+  [[nodiscard]] request<T, Ref, std::decay_t<M>> ask(const Ref& to, M&& msg,
+                                                     std::chrono::duration<Rep, Period> timeout) const {
+    return request<T, Ref, std::decay_t<M>>(cell_, to, std::forward<M>(msg),
+                                            std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+  }
+  /// As `ask(to, msg, timeout)` with the system's default ask timeout.
+  template <class Ref, class M>
+  [[nodiscard]] request<T, Ref, std::decay_t<M>> ask(const Ref& to, M&& msg) const {
+    return ask(to, std::forward<M>(msg), cell_->sys().config.ask_timeout);
+  }
+
   /// Cancels a timer: no message of it is handled afterwards, even one
   /// already queued. False if the timer had already fired (one-shot) or was
   /// cancelled.
@@ -105,7 +235,73 @@ public:
   }
 
 private:
+  template <class... Ms>
+  static receive_result_t<Ms...> take(detail::envelope<T>* e) noexcept {
+    struct disposer {
+      detail::envelope<T>* e;
+      ~disposer() { e->dispose(); }
+    } d{e};
+    if constexpr (sizeof...(Ms) == 1) {
+      return std::move(static_cast<detail::tell_envelope<T, Ms...>*>(e)->msg);
+    } else {
+      std::optional<receive_result_t<Ms...>> r;
+      const void* tag = e->tag();
+      ((tag == &detail::message_tag<Ms> ? (void)r.emplace(std::in_place_type<Ms>,
+                                                           std::move(static_cast<detail::tell_envelope<T, Ms>*>(e)->msg))
+                                        : (void)0),
+       ...);
+      return std::move(*r);
+    }
+  }
+
   detail::cell<T>* cell_;
+};
+
+/// A request made with `context<T>::ask(to, msg)`: nothing is sent until
+/// `then` is called.
+template <class T, class Ref, class M>
+class request {
+public:
+  using reply_type = reply_type_t<typename Ref::actor_type, M>;
+
+  request(detail::cell<T>* asker, const Ref& to, M msg, std::chrono::nanoseconds timeout)
+      : asker_(asker), to_(to), msg_(std::move(msg)), timeout_(timeout) {}
+
+  /// Sends the request. `on_reply(reply)` (or `on_reply()` for a `void`
+  /// reply) runs as a turn of the asking actor when the reply arrives,
+  /// `on_error(const troupe::error&)` when the ask fails (timeout, the
+  /// actor stopped, its handler threw, a broken promise). Neither runs if
+  /// the asking actor has stopped or restarted meanwhile. Either may throw:
+  /// that is a failure of the asking actor, as a handler's exception is.
+  template <class OnReply, class OnError>
+  void then(OnReply on_reply, OnError on_error) && {
+    const std::uint32_t incarnation = asker_->incarnation();
+    auto k = [self = detail::cell_ptr<detail::cell<T>>(asker_), incarnation, f = std::move(on_reply),
+              g = std::move(on_error)](std::exception_ptr ep, auto... reply) mutable {
+      self->enqueue_system(new detail::continuation_envelope<T>(
+          [f = std::move(f), g = std::move(g), ep = std::move(ep), ... r = std::move(reply)](T&) mutable {
+            if (ep)
+              g(error_of(ep));
+            else
+              f(std::move(r)...);
+          },
+          incarnation));
+    };
+    to_.ask(std::move(msg_), timeout_, std::move(k));
+  }
+
+  /// As `then(on_reply, on_error)`, where a failed ask is a failure of the
+  /// asking actor (its supervision decides), as if its handler had thrown.
+  template <class OnReply>
+  void then(OnReply on_reply) && {
+    std::move(*this).then(std::move(on_reply), [](const error& e) { throw e; });
+  }
+
+private:
+  detail::cell<T>* asker_;
+  Ref to_;
+  M msg_;
+  std::chrono::nanoseconds timeout_;
 };
 
 } // namespace troupe

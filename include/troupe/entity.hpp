@@ -80,13 +80,13 @@ public:
   /// As `actor_ref<T>::ask`, activating the entity if it is not live; the
   /// timeout (the system's default if none is given) counts the activation.
   template <class M, class Token = asio::use_awaitable_t<>>
-    requires handles<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+    requires answers<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
   auto ask(M&& msg, Token&& token = Token{}) const {
     return ask(std::forward<M>(msg), region_->sys().config.ask_timeout, std::forward<Token>(token));
   }
 
   template <class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
-    requires handles<T, std::decay_t<M>>
+    requires answers<T, std::decay_t<M>>
   auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
     using reply = reply_type_t<T, std::decay_t<M>>;
     detail::check_ask<std::decay_t<M>, reply>();

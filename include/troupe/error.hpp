@@ -41,6 +41,12 @@ enum class errc {
   /// An argument was outside its documented range, in any layer.
   /// (`std::errc::invalid_argument`)
   invalid_argument,
+  /// A `reply_promise` was destroyed (or its actor stopped) without an
+  /// answer: the ask fails at once instead of waiting for its timeout.
+  broken_promise,
+  /// A `receive` of the awaitable mailbox got no matching message before
+  /// its deadline. (`std::errc::timed_out`)
+  receive_timeout,
 };
 
 namespace detail {
@@ -54,6 +60,8 @@ struct core_errors {
     case errc::handler_failed: return "handler failed";
     case errc::system_shutdown: return "actor system shutting down";
     case errc::invalid_argument: return "invalid argument";
+    case errc::broken_promise: return "reply promise broken (destroyed unanswered)";
+    case errc::receive_timeout: return "no matching message before the receive's deadline";
     }
     return {};
   }
@@ -63,6 +71,7 @@ struct core_errors {
     case errc::mailbox_full: return std::errc::resource_unavailable_try_again;
     case errc::system_shutdown: return std::errc::operation_canceled;
     case errc::invalid_argument: return std::errc::invalid_argument;
+    case errc::receive_timeout: return std::errc::timed_out;
     default: return std::nullopt;
     }
   }
@@ -108,6 +117,23 @@ inline std::error_code error_code_of(const std::exception_ptr& ep) noexcept {
     return e.code();
   } catch (...) {
     return make_error_code(errc::handler_failed);
+  }
+}
+
+/// The exception inside `ep` as a `troupe::error`: itself, the code and
+/// message of another `std::system_error`, or `errc::handler_failed` with
+/// the message of any other exception.
+inline error error_of(const std::exception_ptr& ep) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const error& e) {
+    return e;
+  } catch (const std::system_error& e) {
+    return error(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return error(make_error_code(errc::handler_failed), e.what());
+  } catch (...) {
+    return error(make_error_code(errc::handler_failed), "non-standard exception");
   }
 }
 

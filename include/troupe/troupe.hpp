@@ -12,8 +12,10 @@
 #include <troupe/context.hpp>
 #include <troupe/entity.hpp>
 #include <troupe/error.hpp>
+#include <troupe/gather.hpp>
 #include <troupe/hooks.hpp>
 #include <troupe/lifecycle.hpp>
+#include <troupe/reply_promise.hpp>
 #include <troupe/supervision.hpp>
 #include <troupe/task.hpp>
 #include <troupe/version.hpp>

@@ -159,6 +159,111 @@ public:
 
   void set_in_coroutine() noexcept { in_coroutine_ = true; }
 
+  /// Counts the instances constructed so far (a restart makes a new one).
+  std::uint32_t incarnation() const noexcept { return incarnation_; }
+
+  /// A message only `receive` takes reached the handlers: a dead letter.
+  void unreceived() noexcept { sys_->dead_letters.fetch_add(1, std::memory_order_relaxed); }
+
+  // -- stash (actor context) ------------------------------------------------------
+
+  void stash(envelope<T>* e) noexcept {
+    auto& x = extras();
+    e->next = nullptr;
+    *x.stash_tail = e;
+    x.stash_tail = &e->next;
+    ++x.stashed;
+  }
+
+  /// Puts every stashed message back in front of the mailbox, oldest first:
+  /// they are handled before anything that is queued.
+  std::size_t unstash_all() noexcept {
+    auto* x = extras_if_any();
+    if (!x || !x->stash_head) return 0;
+    *x->stash_tail = cache_;
+    cache_ = std::exchange(x->stash_head, nullptr);
+    x->stash_tail = &x->stash_head;
+    return std::exchange(x->stashed, 0);
+  }
+
+  std::size_t stashed() const noexcept {
+    auto* x = extras_if_any();
+    return x ? x->stashed : 0;
+  }
+
+  // -- receive (actor context: the actor's own coroutine) -------------------------
+
+  bool stop_requested() const noexcept { return stop_reason_.load(std::memory_order_acquire) != 0; }
+
+  /// A receive may start: the actor runs a coroutine of its own and waits in
+  /// no other receive.
+  void check_receive() const {
+    if (!in_coroutine_ || receiving_)
+      throw error(errc::invalid_argument,
+                  "receive: only in a coroutine of " + std::string(type_name<T>()) +
+                      " (a coroutine handler or on_start), one receive at a time");
+    if (stop_requested()) std::rethrow_exception(stopped_error());
+  }
+
+  /// The oldest queued message whose tag is one of `tags` (taken out of
+  /// the mailbox), or null. Scans from where the last call of this receive
+  /// stopped: what it passed stays where it is, in order. Sets `deadline`
+  /// when the deadline of receive number `generation` came first.
+  envelope<T>* take_matching(const void* const* tags, std::size_t count, std::uint64_t generation,
+                             bool& deadline) noexcept {
+    envelope_base**& scan_ = extras().receive.scan;
+    for (;;) {
+      envelope_base* b = *scan_;
+      if (!b) {
+        b = inbox_.take_all();
+        if (!b) return nullptr;
+        *scan_ = b;
+      }
+      auto* e = static_cast<envelope<T>*>(b);
+      const void* tag = e->tag();
+      if (tag == &receive_deadline_tag) {
+        *scan_ = e->next; // a deadline: this receive's ends it, an earlier one's is stale
+        deadline = static_cast<receive_deadline_envelope<T>*>(e)->generation == generation;
+        e->dispose();
+        if (deadline) return nullptr;
+        continue;
+      }
+      if (tag) {
+        for (std::size_t i = 0; i < count; ++i) {
+          if (tags[i] != tag) continue;
+          *scan_ = e->next;
+          if (capacity_ && e->counts()) release_slot();
+          return e;
+        }
+      }
+      scan_ = &e->next;
+    }
+  }
+
+  /// Starts a receive that found nothing queued: `done` gets the message's
+  /// envelope (or an error) from a later turn.
+  void wait_receive(const void* const* tags, std::size_t count, std::chrono::nanoseconds timeout,
+                    unique_function<void(envelope_base*, std::exception_ptr)> done) {
+    auto& r = extras().receive;
+    r.tags = tags;
+    r.count = count;
+    r.done = std::move(done);
+    const std::uint64_t generation = ++r.generation;
+    receiving_ = true;
+    if (timeout.count() > 0) {
+      if (!r.deadline) r.deadline.emplace(executor());
+      r.deadline->expires_after(timeout);
+      r.deadline->async_wait([self = cell_ptr<cell>(this), generation](std::error_code ec) {
+        if (!ec) self->enqueue_system(new receive_deadline_envelope<T>(generation));
+      });
+    }
+    // The next message wakes a turn, which scans (one may have come already).
+    if (!inbox_.try_block()) schedule();
+  }
+
+  /// Begins scanning the mailbox from its oldest message (a new receive).
+  void rescan() { extras().receive.scan = &cache_; }
+
   // -- watching (actor context) -------------------------------------------------
 
   /// This actor receives `down` when `other` stops (at once if it has); a
@@ -237,6 +342,7 @@ public:
   /// One turn: up to `throughput` messages, then yield the thread.
   void turn() noexcept override {
     busy_.store(true, std::memory_order_relaxed);
+    if (receiving_) return receive_turn();
     const std::uint32_t budget = sys_->config.throughput;
     for (std::uint32_t n = 0; n < budget;) {
       if (!cache_) {
@@ -282,6 +388,15 @@ public:
 
   void force_stop() noexcept override {
     if (!in_coroutine_) return finish_stop();
+    if (receiving_) {
+      // The coroutine waits in a receive nothing will end now: its frame
+      // (held by the receive) goes once the rest has stopped.
+      receiving_ = false;
+      auto frame = std::move(extras().receive.done);
+      finish_stop(/*keep_instance=*/true);
+      frame = {}; // coroutine_abandoned: the instance's on_stop
+      return;
+    }
     // A coroutine handler is still suspended: its frame (destroyed with the
     // thread pool) owns a reference to this cell and may still use the
     // instance, so the instance outlives it (its on_stop runs when the
@@ -315,7 +430,29 @@ private:
   friend struct ask_envelope;
   friend class troupe::actor_system;
 
-  bool stop_requested() const noexcept { return stop_reason_.load(std::memory_order_acquire) != 0; }
+  /// A turn while a coroutine waits in a receive: hand it the first
+  /// matching message, its deadline, or the stop; everything else stays
+  /// queued for the handlers, in order.
+  void receive_turn() noexcept {
+    auto& r = extras().receive;
+    for (;;) {
+      if (stop_requested()) return end_receive(nullptr, stopped_error());
+      bool deadline = false;
+      if (auto* e = take_matching(r.tags, r.count, r.generation, deadline)) return end_receive(e, nullptr);
+      if (deadline)
+        return end_receive(nullptr, error_ptr(errc::receive_timeout,
+                                              "receive of " + std::string(type_name<T>()) + ": no matching message"));
+      if (inbox_.try_block()) return;
+    }
+  }
+
+  void end_receive(envelope<T>* e, std::exception_ptr ep) noexcept {
+    auto& r = extras().receive;
+    receiving_ = false;
+    if (r.deadline) r.deadline->cancel();
+    auto done = std::move(r.done);
+    done(e, std::move(ep)); // resumes the coroutine after this turn
+  }
 
   bool reserve() noexcept {
     if (size_.fetch_add(1, std::memory_order_seq_cst) < capacity_) return true;
@@ -402,6 +539,7 @@ private:
   void restart_now() noexcept {
     if (stop_requested()) return finish_stop();
     try {
+      ++incarnation_;
       construct(false);
     } catch (...) {
       if (on_failure(std::current_exception())) return;
@@ -441,21 +579,35 @@ private:
       }
       if (dead) sys_->dead_letters.fetch_add(dead, std::memory_order_relaxed);
     };
+    envelope_base* stashed = nullptr;
+    if (auto* x = extras_if_any(); x && x->stash_head) {
+      stashed = std::exchange(x->stash_head, nullptr);
+      x->stash_tail = &x->stash_head;
+      x->stashed = 0;
+    }
     if (reason == exit_reason::passivated) {
-      // What waits goes to the entity's next activation (in order), not to
-      // the dead letters.
+      // What waits goes to the entity's next activation (in order: what was
+      // stashed first), not to the dead letters.
       envelope_base* rest = std::exchange(cache_, nullptr);
+      if (stashed) {
+        envelope_base** tail = &stashed;
+        while (*tail) tail = &(*tail)->next;
+        *tail = rest;
+        rest = stashed;
+      }
       envelope_base** end = &rest;
       while (*end) end = &(*end)->next;
       *end = inbox_.close();
       drop(hand_over(rest));
     } else {
+      drop(stashed);
       drop(std::exchange(cache_, nullptr));
       drop(inbox_.close());
     }
     cancel_all_timers();
     auto& x = extras();
     x.backoff.reset();
+    x.receive.deadline.reset();
     leave_watched();
     {
       std::deque<cell_extras::waiter> waiters;
@@ -483,6 +635,8 @@ private:
   std::uint32_t capacity_;
   std::atomic<std::uint32_t> size_{0};
   bool in_coroutine_ = false;
+  bool receiving_ = false;
+  std::uint32_t incarnation_ = 0;
   restart_budget restarts_;
   troupe::supervision policy_;
   std::string failure_;

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -83,6 +84,22 @@ struct cell_extras {
   std::optional<asio::steady_timer> backoff;
   /// The actors this one watches, by ID.
   std::unordered_map<actor_id, cell_ptr<cell_base>> watching;
+  /// Messages set aside by `context::stash`, oldest first.
+  envelope_base* stash_head = nullptr;
+  envelope_base** stash_tail = &stash_head;
+  std::size_t stashed = 0;
+  /// The receive a coroutine of the actor waits in (`context::receive`):
+  /// the message tags it takes, its number, what completes it (with the
+  /// envelope taken, or an error) and its deadline.
+  struct receive_wait {
+    const void* const* tags = nullptr;
+    std::size_t count = 0;
+    std::uint64_t generation = 0;
+    /// The link the scan of the queued messages stands at.
+    envelope_base** scan = nullptr;
+    unique_function<void(envelope_base*, std::exception_ptr)> done;
+    std::optional<asio::steady_timer> deadline;
+  } receive;
 };
 
 class cell_base {

@@ -11,6 +11,7 @@
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/system_state.hpp>
 #include <troupe/detail/type_name.hpp>
+#include <troupe/detail/unique_function.hpp>
 
 #include <asio/steady_timer.hpp>
 #include <asio/thread_pool.hpp>
@@ -46,7 +47,16 @@ struct envelope : envelope_base {
   virtual void dispose() noexcept { delete this; }
   /// The message type, for error messages.
   virtual std::string_view name() const noexcept { return "internal message"; }
+  /// What `context::receive` matches: `&message_tag<M>` for a told message
+  /// of type `M`; null for what only handlers take (asks, timer messages,
+  /// watch notifications, internal messages).
+  virtual const void* tag() const noexcept { return nullptr; }
 };
+
+/// One address per message type (an inline variable: the same in every
+/// translation unit).
+template <class M>
+inline constexpr char message_tag = 0;
 
 inline std::string what_of(const std::exception_ptr& ep) {
   try {
@@ -89,15 +99,81 @@ struct tell_envelope : envelope<T> {
           [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); },
           [this, &c] { c.coroutine_abandoned(this); });
       return true;
-    } else {
+    } else if constexpr (handles_directly<T, M>) {
       invoke_handle(c.instance(), std::move(msg));
+      return false;
+    } else if constexpr (handles_later<T, M>) {
+      // Told, not asked: nobody waits for the answer.
+      c.instance().handle(std::move(msg), reply_promise<reply_of_t<M>>{});
+      return false;
+    } else {
+      // Listed in `receives` only, and no receive took it: no handler will.
+      c.unreceived();
       return false;
     }
   }
 
   std::string_view name() const noexcept override { return type_name<M>(); }
+  const void* tag() const noexcept override { return &message_tag<M>; }
 
   M msg;
+};
+
+/// A message set aside with `context::stash`, handled again after
+/// `unstash_all`. Not counted in a bounded mailbox; a dead letter if the
+/// actor stops first.
+template <class T, class M>
+struct stashed_envelope final : tell_envelope<T, M> {
+  using tell_envelope<T, M>::tell_envelope;
+  bool counts() const noexcept override { return false; }
+  bool reject(const std::exception_ptr&) noexcept override { return true; }
+};
+
+/// An ask set aside with `context::stash(msg, promise)`: handled again with
+/// its promise after `unstash_all`; if the actor stops first, the promise
+/// is broken.
+template <class T, class M>
+struct stashed_ask_envelope final : envelope<T> {
+  stashed_ask_envelope(M m, reply_promise<reply_of_t<M>> p) : msg(std::move(m)), promise(std::move(p)) {}
+  bool process(cell<T>& c) override {
+    c.instance().handle(std::move(msg), std::move(promise));
+    return false;
+  }
+  bool counts() const noexcept override { return false; }
+  bool reject(const std::exception_ptr&) noexcept override { return true; }
+  std::string_view name() const noexcept override { return type_name<M>(); }
+
+  M msg;
+  reply_promise<reply_of_t<M>> promise;
+};
+
+/// The continuation of a request made with `context::request`: runs as a
+/// turn of the asking actor, unless that actor restarted since (the
+/// instance that asked is gone).
+template <class T>
+struct continuation_envelope final : envelope<T> {
+  continuation_envelope(unique_function<void(T&)> f, std::uint32_t incarnation)
+      : fn(std::move(f)), incarnation(incarnation) {}
+  bool process(cell<T>& c) override {
+    if (c.incarnation() == incarnation) fn(c.instance());
+    return false;
+  }
+  bool counts() const noexcept override { return false; }
+
+  unique_function<void(T&)> fn;
+  std::uint32_t incarnation;
+};
+
+/// The deadline of a `context::receive` (number `generation`): ends that
+/// receive if it still waits, else nothing.
+inline constexpr char receive_deadline_tag = 0;
+template <class T>
+struct receive_deadline_envelope final : envelope<T> {
+  explicit receive_deadline_envelope(std::uint64_t g) : generation(g) {}
+  bool process(cell<T>&) override { return false; }
+  bool counts() const noexcept override { return false; }
+  const void* tag() const noexcept override { return &receive_deadline_tag; }
+  std::uint64_t generation;
 };
 
 /// A message the system sends on its own (watch notifications): not a dead
@@ -118,6 +194,7 @@ struct down_envelope final : tell_envelope<T, down> {
     return tell_envelope<T, down>::process(c);
   }
   bool counts() const noexcept override { return false; }
+  const void* tag() const noexcept override { return nullptr; }
 };
 
 /// Wakes a stopping actor; the run loop sees the stop request first.
@@ -136,6 +213,7 @@ struct timer_envelope final : tell_envelope<T, M> {
     return tell_envelope<T, M>::process(c);
   }
   bool counts() const noexcept override { return false; }
+  const void* tag() const noexcept override { return nullptr; }
   std::uint64_t timer;
 };
 
@@ -151,7 +229,7 @@ struct ask_signature<void> {
 /// An ask: the message, the asker's completion handler and, with a timeout,
 /// a timer racing the reply. Reference-counted when a timer holds it.
 template <class T, class M, class Handler>
-struct ask_envelope final : envelope<T>, foreign_ask {
+struct ask_envelope final : envelope<T>, foreign_ask, reply_sink<reply_type_t<T, M>> {
   using reply = reply_type_t<T, M>;
 
   /// `asker`: the system whose threads the handler needs, when it is not
@@ -225,6 +303,15 @@ struct ask_envelope final : envelope<T>, foreign_ask {
             c.coroutine_abandoned(this);
           });
       return true;
+    } else if constexpr (handles_later<T, M>) {
+      static_assert(!awaitable_traits<decltype(c.instance().handle(std::move(msg), reply_promise<reply>{}))>::is_awaitable,
+                    "troupe: a handler that answers later through a reply_promise cannot be a coroutine");
+      add_ref(); // the promise's
+      in_handler.store(true, std::memory_order_seq_cst);
+      c.instance().handle(std::move(msg), reply_promise<reply>(this));
+      in_handler.store(false, std::memory_order_seq_cst);
+      if (abandoned.load(std::memory_order_seq_cst)) complete(broken());
+      return false;
     } else if constexpr (std::is_void_v<reply>) {
       invoke_handle(c.instance(), std::move(msg));
       complete(nullptr);
@@ -274,11 +361,38 @@ struct ask_envelope final : envelope<T>, foreign_ask {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
+  // -- as the sink of a reply_promise (any thread) ------------------------------
+
+  void settle(std::exception_ptr ep, std::add_pointer_t<reply> v) noexcept override {
+    if (ep)
+      complete(std::move(ep));
+    else if constexpr (std::is_void_v<reply>)
+      complete(nullptr);
+    else
+      complete(nullptr, std::move(*v));
+  }
+
+  /// Unanswered: the ask fails now, or (while the handler runs: it may yet
+  /// throw, which fails the ask with its exception) when the handler returns.
+  void abandon() noexcept override {
+    abandoned.store(true, std::memory_order_seq_cst);
+    if (!in_handler.load(std::memory_order_seq_cst)) complete(broken());
+  }
+
+  void release_sink() noexcept override { dispose(); }
+
+  static std::exception_ptr broken() {
+    return error_ptr(errc::broken_promise, "the reply_promise of an ask of " + std::string(type_name<M>()) + " to " +
+                                               std::string(type_name<T>()) + " was destroyed unanswered");
+  }
+
   M msg;
   stored_handler<Handler> handler;
   std::atomic<std::uint8_t> refs{1};
   std::atomic<bool> done{false};
   std::atomic<bool> initiating{true};
+  std::atomic<bool> in_handler{false};
+  std::atomic<bool> abandoned{false};
   std::optional<asio::steady_timer> timer;
   system_state* asker_;
 };

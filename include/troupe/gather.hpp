@@ -1,0 +1,142 @@
+#pragma once
+
+/// \file
+/// `troupe::gather`: ask many actors at once and wait for every reply, or
+/// the first error, within one deadline.
+
+#include <troupe/concepts.hpp>
+#include <troupe/error.hpp>
+#include <troupe/detail/ask.hpp>
+#include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/system_state.hpp>
+
+#include <asio/async_result.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace troupe {
+
+namespace detail {
+
+template <class Range>
+using gather_ref_t = std::ranges::range_value_t<Range>;
+
+template <class Range, class M>
+using gather_reply_t = reply_type_t<typename gather_ref_t<Range>::actor_type, M>;
+
+template <class R>
+struct gather_signature {
+  using type = void(std::exception_ptr, std::vector<R>);
+};
+template <>
+struct gather_signature<void> {
+  using type = void(std::exception_ptr);
+};
+
+/// What the asks of one gather share: the replies so far, how many are
+/// missing, whether it completed, and the caller's handler.
+template <class R, class Handler>
+struct gather_state {
+  using slot = std::conditional_t<std::is_void_v<R>, char, R>;
+
+  gather_state(Handler&& h, std::size_t n)
+      : guard(h), handler(std::move(h)), replies(std::is_void_v<R> ? 0 : n), missing(n) {}
+
+  void fail(std::exception_ptr ep) {
+    if (done.exchange(true, std::memory_order_acq_rel)) return;
+    if constexpr (std::is_void_v<R>)
+      handler.defer(std::move(ep));
+    else
+      handler.defer(std::move(ep), std::vector<R>());
+  }
+
+  /// The reply at `i` arrived (the last one completes the gather).
+  void arrived() {
+    if (missing.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (done.exchange(true, std::memory_order_acq_rel)) return;
+    if constexpr (std::is_void_v<R>)
+      handler.defer(nullptr);
+    else
+      handler.defer(nullptr, std::move(replies));
+  }
+
+  completion_guard guard; // the caller's system waits for the completion before its pool goes
+  stored_handler<Handler> handler;
+  std::vector<slot> replies;
+  std::atomic<std::size_t> missing;
+  std::atomic<bool> done{false};
+};
+
+} // namespace detail
+
+/// Asks every actor in `refs` (a range of `actor_ref<A>` or `entity_ref<A>`)
+/// a copy of `msg` at once and completes with every reply, in the order of
+/// `refs`, or with the first failure (the replies still outstanding are
+/// then ignored). `timeout` is one deadline for all of them (zero: the
+/// system's default ask timeout applies to each). An Asio initiating
+/// function with signature `void(std::exception_ptr, std::vector<R>)` (or
+/// `void(std::exception_ptr)` when the reply type `R` is `void`); with no
+/// refs it completes at once with no replies.
+///
+/// \code
+/// std::vector<int> loads = co_await troupe::gather(workers, load{}, std::chrono::milliseconds(50));
+/// \endcode
+template <std::ranges::input_range Range, class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
+  requires answers<typename detail::gather_ref_t<Range>::actor_type, std::decay_t<M>> &&
+           std::copy_constructible<std::decay_t<M>>
+auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) {
+  using ref = detail::gather_ref_t<Range>;
+  using reply = detail::gather_reply_t<Range, std::decay_t<M>>;
+  detail::check_ask<std::decay_t<M>, reply>();
+  std::vector<ref> targets(std::ranges::begin(refs), std::ranges::end(refs));
+  const auto deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
+  return asio::async_initiate<Token, typename detail::gather_signature<reply>::type>(
+      [](auto handler, std::vector<ref> targets, std::decay_t<M> msg, std::chrono::nanoseconds deadline) {
+        using state = detail::gather_state<reply, decltype(handler)>;
+        auto s = std::make_shared<state>(std::move(handler), targets.size());
+        if (targets.empty()) {
+          // Known inside the initiating function: posted, never inline.
+          if constexpr (std::is_void_v<reply>)
+            s->handler.post(nullptr);
+          else
+            s->handler.post(nullptr, std::vector<reply>());
+          return;
+        }
+        for (std::size_t i = 0; i < targets.size(); ++i) {
+          // A plain callback: completes where the reply is made, then the
+          // last one hands the whole to the caller's executor.
+          auto one = [s, i](std::exception_ptr ep, auto... r) {
+            if (ep) return s->fail(std::move(ep));
+            if constexpr (sizeof...(r) == 1) ((s->replies[i] = std::move(r)), ...);
+            s->arrived();
+          };
+          if (deadline.count() > 0)
+            targets[i].ask(msg, deadline, std::move(one));
+          else
+            targets[i].ask(msg, std::move(one));
+        }
+      },
+      token, std::move(targets), std::decay_t<M>(msg), deadline);
+}
+
+/// As `gather(refs, msg, timeout, token)` with each ask under the system's
+/// default ask timeout.
+template <std::ranges::input_range Range, class M, class Token = asio::use_awaitable_t<>>
+  requires answers<typename detail::gather_ref_t<Range>::actor_type, std::decay_t<M>> &&
+           std::copy_constructible<std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+auto gather(const Range& refs, const M& msg, Token&& token = Token{}) {
+  return gather(refs, msg, std::chrono::nanoseconds{0}, std::forward<Token>(token));
+}
+
+} // namespace troupe
