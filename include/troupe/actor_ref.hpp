@@ -52,6 +52,9 @@ template <class T>
 class actor_ref {
 public:
   using actor_type = T;
+  /// The reply of an ask of `M` through this reference.
+  template <class M>
+  using reply_to = reply_type_t<T, M>;
 
   /// An empty reference; every operation on it is a precondition violation
   /// except `operator bool`, comparison and assignment.

@@ -94,6 +94,14 @@ template <class A, class M>
 concept coroutine_handler =
     detail::handles_directly<A, M> && detail::awaitable_traits<detail::raw_handler_result_t<A, M>>::is_awaitable;
 
+/// `A::handle(M)` is a coroutine that lets other messages in while it waits:
+/// `M` is listed in `using reentrant = troupe::messages<...>;` (opt-in, never
+/// the default). Its steps run as turns of the actor, between other
+/// messages, so the actor's state may change across each `co_await`.
+template <class A, class M>
+concept reentrant_handler = coroutine_handler<A, M> && requires { typename A::reentrant; } &&
+                            detail::listed_in<M, typename A::reentrant>;
+
 namespace detail {
 template <class A, class M>
 struct reply_type_impl {
@@ -117,5 +125,9 @@ struct reply_type_impl<A, M> {
 template <class A, class M>
   requires answers<A, M>
 using reply_type_t = typename detail::reply_type_impl<A, M>::type;
+
+/// `Ref` (an `actor_ref`, `entity_ref` or `typed_ref`) can be asked `M`.
+template <class Ref, class M>
+concept askable = requires { typename Ref::template reply_to<M>; };
 
 } // namespace troupe

@@ -192,12 +192,13 @@ public:
 
   // -- requests whose continuation runs in the actor --------------------------
 
-  /// Asks `to` (an `actor_ref` or `entity_ref`) with `msg`, without
+  /// Asks `to` (an `actor_ref`, `entity_ref` or `typed_ref`) with `msg`, without
   /// blocking this actor: `.then(on_reply, on_error)` sends it, and the
   /// continuation runs later as a turn of this actor (its state is safe to
   /// touch there), while the actor goes on handling other messages. Fails
   /// with `errc::timeout` after `timeout` (zero: none). See `request`.
   template <class Ref, class M, class Rep, class Period>
+    requires askable<Ref, std::decay_t<M>>
   [[nodiscard]] request<T, Ref, std::decay_t<M>> ask(const Ref& to, M&& msg,
                                                      std::chrono::duration<Rep, Period> timeout) const {
     return request<T, Ref, std::decay_t<M>>(cell_, to, std::forward<M>(msg),
@@ -205,6 +206,7 @@ public:
   }
   /// As `ask(to, msg, timeout)` with the system's default ask timeout.
   template <class Ref, class M>
+    requires askable<Ref, std::decay_t<M>>
   [[nodiscard]] request<T, Ref, std::decay_t<M>> ask(const Ref& to, M&& msg) const {
     return ask(to, std::forward<M>(msg), cell_->sys().config.ask_timeout);
   }
@@ -257,12 +259,44 @@ private:
   detail::cell<T>* cell_;
 };
 
+/// A base that gives an actor its context without a constructor parameter:
+/// `class counter : public troupe::with_context<counter>` may call
+/// `self()`, `stop()`, `system()` and `ctx()` (for timers, watches, stash,
+/// requests, receive) from its handlers and its constructor. `T` is the
+/// actor class itself; only an actor system constructs it (anywhere else
+/// the constructor throws `errc::invalid_argument`).
+template <class T>
+class with_context {
+protected:
+  with_context() : ctx_(current()) {}
+  with_context(const with_context&) = default;
+  with_context& operator=(const with_context&) = default;
+  ~with_context() = default;
+
+  context<T>& ctx() noexcept { return ctx_; }
+  const context<T>& ctx() const noexcept { return ctx_; }
+  actor_ref<T> self() const noexcept { return ctx_.self(); }
+  actor_system& system() const noexcept { return ctx_.system(); }
+  void stop() noexcept { ctx_.stop(); }
+
+private:
+  static detail::cell<T>* current() {
+    auto* c = detail::constructing_cell;
+    if (!c)
+      throw error(errc::invalid_argument,
+                  "with_context<" + std::string(detail::type_name<T>()) + ">: constructed outside an actor system");
+    return static_cast<detail::cell<T>*>(c);
+  }
+
+  context<T> ctx_;
+};
+
 /// A request made with `context<T>::ask(to, msg)`: nothing is sent until
 /// `then` is called.
 template <class T, class Ref, class M>
 class request {
 public:
-  using reply_type = reply_type_t<typename Ref::actor_type, M>;
+  using reply_type = typename Ref::template reply_to<M>;
 
   request(detail::cell<T>* asker, const Ref& to, M msg, std::chrono::nanoseconds timeout)
       : asker_(asker), to_(to), msg_(std::move(msg)), timeout_(timeout) {}

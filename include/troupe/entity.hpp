@@ -55,6 +55,9 @@ template <class T>
 class entity_ref {
 public:
   using actor_type = T;
+  /// The reply of an ask of `M` through this reference.
+  template <class M>
+  using reply_to = reply_type_t<T, M>;
 
   /// An empty reference (only `operator bool`, comparison and assignment).
   entity_ref() = default;

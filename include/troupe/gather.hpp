@@ -33,7 +33,7 @@ template <class Range>
 using gather_ref_t = std::ranges::range_value_t<Range>;
 
 template <class Range, class M>
-using gather_reply_t = reply_type_t<typename gather_ref_t<Range>::actor_type, M>;
+using gather_reply_t = typename gather_ref_t<Range>::template reply_to<M>;
 
 template <class R>
 struct gather_signature {
@@ -80,7 +80,7 @@ struct gather_state {
 
 } // namespace detail
 
-/// Asks every actor in `refs` (a range of `actor_ref<A>` or `entity_ref<A>`)
+/// Asks every actor in `refs` (a range of `actor_ref`, `entity_ref` or `typed_ref`)
 /// a copy of `msg` at once and completes with every reply, in the order of
 /// `refs`, or with the first failure (the replies still outstanding are
 /// then ignored). `timeout` is one deadline for all of them (zero: the
@@ -93,8 +93,7 @@ struct gather_state {
 /// std::vector<int> loads = co_await troupe::gather(workers, load{}, std::chrono::milliseconds(50));
 /// \endcode
 template <std::ranges::input_range Range, class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
-  requires answers<typename detail::gather_ref_t<Range>::actor_type, std::decay_t<M>> &&
-           std::copy_constructible<std::decay_t<M>>
+  requires askable<detail::gather_ref_t<Range>, std::decay_t<M>> && std::copy_constructible<std::decay_t<M>>
 auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) {
   using ref = detail::gather_ref_t<Range>;
   using reply = detail::gather_reply_t<Range, std::decay_t<M>>;
@@ -133,8 +132,8 @@ auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> 
 /// As `gather(refs, msg, timeout, token)` with each ask under the system's
 /// default ask timeout.
 template <std::ranges::input_range Range, class M, class Token = asio::use_awaitable_t<>>
-  requires answers<typename detail::gather_ref_t<Range>::actor_type, std::decay_t<M>> &&
-           std::copy_constructible<std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+  requires askable<detail::gather_ref_t<Range>, std::decay_t<M>> && std::copy_constructible<std::decay_t<M>> &&
+           (!detail::is_duration<std::decay_t<Token>>)
 auto gather(const Range& refs, const M& msg, Token&& token = Token{}) {
   return gather(refs, msg, std::chrono::nanoseconds{0}, std::forward<Token>(token));
 }

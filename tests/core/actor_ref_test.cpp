@@ -8,6 +8,7 @@
 #include <asio/bind_executor.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
+#include <asio/strand.hpp>
 #include <asio/experimental/deferred.hpp>
 #include <asio/steady_timer.hpp>
 
@@ -194,6 +195,24 @@ TEST_CASE("an ask bound to an io_context with no other work delivers its reply t
     io.run();
   }
   CHECK(replies == asks);
+}
+
+TEST_CASE("an ask from a coroutine on a strand of an io_context (a polymorphic executor of another type) completes there") {
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>();
+  c.tell(add{4});
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  auto f = asio::co_spawn(
+      strand,
+      [&]() -> asio::awaitable<int> {
+        int a = co_await c.ask(total{});
+        int b = co_await c.ask(total{}, 5s);
+        co_return a + b;
+      },
+      asio::use_future);
+  io.run();
+  CHECK(test::get(f) == 8);
 }
 
 TEST_CASE("ask of a handler returning void completes after the handler ran") {

@@ -2,6 +2,7 @@
 
 // Completions run right after the current actor turn, on this thread.
 
+#include <troupe/detail/executor_target.hpp>
 #include <troupe/detail/unique_function.hpp>
 
 #include <asio/defer.hpp>
@@ -34,10 +35,10 @@ struct after_turn {
   bool accepts(const Executor& ex) const noexcept {
     if (!open) return false;
     if constexpr (requires { ex.template target<asio::thread_pool::executor_type>(); }) {
-      if (auto* p = ex.template target<asio::thread_pool::executor_type>()) return p->running_in_this_thread();
+      if (auto* p = target_as<asio::thread_pool::executor_type>(ex)) return p->running_in_this_thread();
       using tracked = decltype(asio::prefer(std::declval<asio::thread_pool::executor_type>(),
                                             asio::execution::outstanding_work.tracked));
-      if (auto* p = ex.template target<tracked>()) return p->running_in_this_thread();
+      if (auto* p = target_as<tracked>(ex)) return p->running_in_this_thread();
       return false;
     } else if constexpr (requires { ex.running_in_this_thread(); }) {
       return std::is_convertible_v<Executor, asio::thread_pool::executor_type> && ex.running_in_this_thread();

@@ -16,7 +16,9 @@
 #include <troupe/detail/type_name.hpp>
 #include <troupe/detail/unique_function.hpp>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/execution.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/thread_pool.hpp>
@@ -712,6 +714,42 @@ void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done, Abandoned abandoned)
   c.set_in_coroutine();
   asio::co_spawn(c.executor(), std::forward<Awaitable>(aw),
                  coroutine_end<T, Done, Abandoned>(c, std::move(done), std::move(abandoned)));
+}
+
+/// The executor of a reentrant coroutine handler: each function it is given
+/// runs as a message of the actor (in a turn, one at a time with the
+/// others), and not at all if the actor has stopped or restarted since the
+/// coroutine began — its frame is then destroyed unfinished.
+template <class T>
+class turn_executor {
+public:
+  explicit turn_executor(cell<T>& c) noexcept : cell_(&c), incarnation_(c.incarnation()) {}
+
+  template <class F>
+  void execute(F f) const {
+    cell_->enqueue_system(
+        new continuation_envelope<T>([f = std::move(f)](T&) mutable { std::move(f)(); }, incarnation_));
+  }
+
+  asio::execution_context& query(asio::execution::context_t) const noexcept { return cell_->executor().context(); }
+  static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+    return asio::execution::blocking.never;
+  }
+  turn_executor require(asio::execution::blocking_t::never_t) const noexcept { return *this; }
+
+  friend bool operator==(const turn_executor& a, const turn_executor& b) noexcept {
+    return a.cell_.get() == b.cell_.get() && a.incarnation_ == b.incarnation_;
+  }
+  friend bool operator!=(const turn_executor& a, const turn_executor& b) noexcept { return !(a == b); }
+
+private:
+  cell_ptr<cell<T>> cell_;
+  std::uint32_t incarnation_;
+};
+
+template <class T, class Awaitable, class Done>
+void spawn_reentrant(cell<T>& c, Awaitable&& aw, Done done) {
+  asio::co_spawn(asio::any_io_executor(turn_executor<T>(c)), std::forward<Awaitable>(aw), std::move(done));
 }
 
 } // namespace detail

@@ -87,13 +87,27 @@ inline std::exception_ptr handler_failure(std::string_view actor, std::string_vi
 template <class T, class Awaitable, class Done, class Abandoned>
 void spawn_coroutine(cell<T>& c, Awaitable&& aw, Done done, Abandoned abandoned);
 
+template <class T>
+class turn_executor;
+
+/// Starts a reentrant coroutine handler (the message is listed in
+/// `T::reentrant`): its steps run as turns of the actor, between other
+/// messages; `done(ep, value...)` runs, in a turn, when it finishes.
+template <class T, class Awaitable, class Done>
+void spawn_reentrant(cell<T>& c, Awaitable&& aw, Done done);
+
 template <class T, class M>
 struct tell_envelope : envelope<T> {
   template <class... A>
   explicit tell_envelope(A&&... a) : msg(std::forward<A>(a)...) {}
 
   bool process(cell<T>& c) override {
-    if constexpr (coroutine_handler<T, M>) {
+    if constexpr (reentrant_handler<T, M>) {
+      spawn_reentrant(c, invoke_handle(c.instance(), std::move(msg)), [](std::exception_ptr ep, auto&&...) {
+        if (ep) std::rethrow_exception(ep); // a failure of the actor, in its turn
+      });
+      return false;
+    } else if constexpr (coroutine_handler<T, M>) {
       spawn_coroutine(
           c, invoke_handle(c.instance(), std::move(msg)),
           [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); },
@@ -286,7 +300,33 @@ struct ask_envelope final : envelope<T>, foreign_ask, reply_sink<reply_type_t<T,
   }
 
   bool process(cell<T>& c) override {
-    if constexpr (coroutine_handler<T, M>) {
+    if constexpr (reentrant_handler<T, M>) {
+      add_ref(); // the coroutine's, until it finishes
+      struct release {
+        ask_envelope* e;
+        release(ask_envelope* x) noexcept : e(x) {}
+        release(release&& o) noexcept : e(std::exchange(o.e, nullptr)) {}
+        ~release() {
+          if (e) {
+            // Never finished (its actor stopped first): the ask fails.
+            e->complete(error_ptr(errc::actor_stopped, std::string(type_name<T>()) + " stopped or restarted while handling " +
+                                                           std::string(type_name<M>())));
+            e->dispose();
+          }
+        }
+      };
+      spawn_reentrant(c, invoke_handle(c.instance(), std::move(msg)),
+                      [r = release(this)](std::exception_ptr ep, auto&&... v) mutable {
+                        auto* e = std::exchange(r.e, nullptr);
+                        if (ep)
+                          e->complete(handler_failure(type_name<T>(), type_name<M>(), ep));
+                        else
+                          e->complete(nullptr, std::forward<decltype(v)>(v)...);
+                        e->dispose();
+                        if (ep) std::rethrow_exception(ep);
+                      });
+      return false;
+    } else if constexpr (coroutine_handler<T, M>) {
       spawn_coroutine(
           c, invoke_handle(c.instance(), std::move(msg)),
           [this, &c](std::exception_ptr ep, auto&&... v) {

@@ -4,6 +4,7 @@
 
 #include <troupe/config.hpp>
 #include <troupe/lifecycle.hpp>
+#include <troupe/detail/executor_target.hpp>
 #include <troupe/detail/post_counter.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -186,7 +187,7 @@ template <class Executor>
 system_state* system_of(const Executor& ex) noexcept {
   const asio::thread_pool::executor_type* p = nullptr;
   if constexpr (std::is_same_v<Executor, asio::any_io_executor>)
-    p = ex.template target<asio::thread_pool::executor_type>();
+    p = target_as<asio::thread_pool::executor_type>(ex);
   else if constexpr (std::is_same_v<Executor, asio::thread_pool::executor_type>)
     p = &ex;
   if (!p) return nullptr;
@@ -229,7 +230,7 @@ template <class Executor>
 system_state* system_of(const Executor& ex, system_state& likely) noexcept {
   const asio::thread_pool::executor_type* p = nullptr;
   if constexpr (std::is_same_v<Executor, asio::any_io_executor>)
-    p = ex.template target<asio::thread_pool::executor_type>();
+    p = target_as<asio::thread_pool::executor_type>(ex);
   else if constexpr (std::is_same_v<Executor, asio::thread_pool::executor_type>)
     p = &ex;
   if (!p) return nullptr;
