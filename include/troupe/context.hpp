@@ -147,14 +147,17 @@ public:
     auto got = co_await asio::async_initiate<const asio::use_awaitable_t<>&,
                                              void(std::exception_ptr, std::optional<result>)>(
         [c, timeout](auto handler) {
-          using H = decltype(handler);
+          // Completed by a turn of this actor, on its thread: the coroutine
+          // resumes inside that turn, as a handler would run (what it sends
+          // is handed off as a handler's messages are). The actor's pool
+          // outlives the wait (a stop ends it), so no work is tracked.
           c->wait_receive(tags, sizeof...(Ms), std::chrono::duration_cast<std::chrono::nanoseconds>(timeout),
-                          [h = detail::stored_handler<H>(std::move(handler))](detail::envelope_base* e,
-                                                                              std::exception_ptr ep) mutable {
+                          [h = std::move(handler)](detail::envelope_base* e, std::exception_ptr ep) mutable {
                             if (ep)
-                              h.defer(std::move(ep), std::optional<result>());
+                              std::move(h)(std::move(ep), std::optional<result>());
                             else
-                              h.defer(nullptr, std::optional<result>(take<Ms...>(static_cast<detail::envelope<T>*>(e))));
+                              std::move(h)(nullptr,
+                                           std::optional<result>(take<Ms...>(static_cast<detail::envelope<T>*>(e))));
                           });
         },
         asio::use_awaitable);

@@ -453,7 +453,9 @@ private:
     receiving_ = false;
     if (r.deadline) r.deadline->cancel();
     auto done = std::move(r.done);
-    done(e, std::move(ep)); // resumes the coroutine after this turn
+    // Resumes the coroutine here, in this turn, until it waits again or
+    // ends (which may release the cell: nothing of it is touched after).
+    done(e, std::move(ep));
   }
 
   bool reserve() noexcept {
