@@ -288,7 +288,14 @@ private:
     if (!c)
       throw error(errc::invalid_argument,
                   "with_context<" + std::string(detail::type_name<T>()) + ">: constructed outside an actor system");
-    return static_cast<detail::cell<T>*>(c);
+    auto* mine = dynamic_cast<detail::cell<T>*>(c);
+    if (!mine)
+      throw error(errc::invalid_argument, "with_context<" + std::string(detail::type_name<T>()) +
+                                              ">: the actor spawned is of another class (a class derived from " +
+                                              std::string(detail::type_name<T>()) +
+                                              " takes a context of its own: context<Derived> as a constructor "
+                                              "parameter)");
+    return mine;
   }
 
   context<T> ctx_;

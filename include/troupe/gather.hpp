@@ -11,6 +11,7 @@
 #include <troupe/detail/system_state.hpp>
 
 #include <asio/async_result.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <atomic>
@@ -48,10 +49,13 @@ struct gather_signature<void> {
 /// missing, whether it completed, and the caller's handler.
 template <class R, class Handler>
 struct gather_state {
-  using slot = std::conditional_t<std::is_void_v<R>, char, R>;
+  /// One reply, written by the thread that made it: a slot of its own (a
+  /// `std::vector<bool>` would pack replies into shared words).
+  struct slot {
+    std::conditional_t<std::is_void_v<R>, char, R> value{};
+  };
 
-  gather_state(Handler&& h, std::size_t n)
-      : guard(h), handler(std::move(h)), replies(std::is_void_v<R> ? 0 : n), missing(n) {}
+  gather_state(Handler&& h, std::size_t n) : handler(std::move(h)), replies(std::is_void_v<R> ? 0 : n), missing(n) {}
 
   void fail(std::exception_ptr ep) {
     if (done.exchange(true, std::memory_order_acq_rel)) return;
@@ -65,13 +69,16 @@ struct gather_state {
   void arrived() {
     if (missing.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     if (done.exchange(true, std::memory_order_acq_rel)) return;
-    if constexpr (std::is_void_v<R>)
+    if constexpr (std::is_void_v<R>) {
       handler.defer(nullptr);
-    else
-      handler.defer(nullptr, std::move(replies));
+    } else {
+      std::vector<R> out;
+      out.reserve(replies.size());
+      for (auto& r : replies) out.push_back(std::move(r.value));
+      handler.defer(nullptr, std::move(out));
+    }
   }
 
-  completion_guard guard; // the caller's system waits for the completion before its pool goes
   stored_handler<Handler> handler;
   std::vector<slot> replies;
   std::atomic<std::size_t> missing;
@@ -112,14 +119,16 @@ auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> 
             s->handler.post(nullptr, std::vector<reply>());
           return;
         }
+        // Each reply completes on the caller's executor (an ask from another
+        // system's threads is listed with it, and cancelled if it goes
+        // first); the last hands the whole to the caller.
+        auto ex = s->handler.get_executor();
         for (std::size_t i = 0; i < targets.size(); ++i) {
-          // A plain callback: completes where the reply is made, then the
-          // last one hands the whole to the caller's executor.
-          auto one = [s, i](std::exception_ptr ep, auto... r) {
+          auto one = asio::bind_executor(ex, [s, i](std::exception_ptr ep, auto... r) {
             if (ep) return s->fail(std::move(ep));
-            if constexpr (sizeof...(r) == 1) ((s->replies[i] = std::move(r)), ...);
+            if constexpr (sizeof...(r) == 1) ((s->replies[i].value = std::move(r)), ...);
             s->arrived();
-          };
+          });
           if (deadline.count() > 0)
             targets[i].ask(msg, deadline, std::move(one));
           else

@@ -117,7 +117,9 @@ struct protocol_slot {
   using M = typename signature_parts<Sig>::message;
   using R = typename signature_parts<Sig>::reply;
   std::error_code (*tell)(cell_base*, M&&);
-  void (*ask)(cell_base*, M&&, std::chrono::nanoseconds, reply_fn<R>&&);
+  /// `asker`: the system whose threads the caller's handler needs (null:
+  /// none), on whose list the ask is until done.
+  void (*ask)(cell_base*, M&&, std::chrono::nanoseconds, reply_fn<R>&&, system_state* asker);
 };
 
 template <class P>
@@ -131,10 +133,11 @@ constexpr protocol_slot<Sig> slot_for() {
   return {[](cell_base* c, M&& m) -> std::error_code {
             return static_cast<cell<T>*>(c)->enqueue(new tell_envelope<T, M>(std::move(m)));
           },
-          [](cell_base* c, M&& m, std::chrono::nanoseconds timeout, reply_fn<typename signature_parts<Sig>::reply>&& k) {
+          [](cell_base* c, M&& m, std::chrono::nanoseconds timeout, reply_fn<typename signature_parts<Sig>::reply>&& k,
+             system_state* asker) {
             auto* t = static_cast<cell<T>*>(c);
-            initiate_ask<T>(
-                t->sys(), std::move(k), std::move(m), timeout, [t] { return t->closed(); },
+            initiate_ask_for<T>(
+                t->sys(), asker, std::move(k), std::move(m), timeout, [t] { return t->closed(); },
                 [t](auto* e) { t->enqueue_ask(e); });
           }};
 }
@@ -148,12 +151,11 @@ struct table_of<T, protocol<Sigs...>> {
 };
 
 /// The caller's completion handler of an ask behind a protocol, completed
-/// from where the reply is made (its system waits for it before its pool
-/// goes, as for any completion from outside).
+/// from where the reply is made. The ask is listed with the caller's system
+/// (when it is another): that system cancels it if it goes first.
 template <class Handler>
 struct relayed_reply {
-  explicit relayed_reply(Handler&& h) : guard(h), handler(std::move(h)) {}
-  completion_guard guard;
+  explicit relayed_reply(Handler&& h) : handler(std::move(h)) {}
   stored_handler<Handler> handler;
 };
 
@@ -229,10 +231,14 @@ public:
     return asio::async_initiate<Token, typename detail::ask_signature<reply>::type>(
         [](auto handler, const detail::protocol_slot<reply(message)>* s, detail::cell_base* c, message m,
            std::chrono::nanoseconds t) {
+          auto* asker = detail::system_of(asio::get_associated_executor(handler), c->sys());
           auto relay = std::make_shared<detail::relayed_reply<decltype(handler)>>(std::move(handler));
-          s->ask(c, std::move(m), t, detail::reply_fn<reply>([relay](std::exception_ptr ep, auto&&... r) {
-                   relay->handler.defer(std::move(ep), std::move(r)...);
-                 }));
+          s->ask(
+              c, std::move(m), t,
+              detail::reply_fn<reply>([relay](std::exception_ptr ep, auto&&... r) {
+                relay->handler.defer(std::move(ep), std::move(r)...);
+              }),
+              asker);
         },
         token, &slot<message>(), cell_.get(), message(std::forward<M>(msg)),
         std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));

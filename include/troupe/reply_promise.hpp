@@ -31,6 +31,9 @@ struct reply_of<M> {
   using type = typename M::reply_type;
 };
 
+template <class R>
+class reply_promise;
+
 namespace detail {
 
 /// What a promise answers into (an ask's envelope). Reference-counted by
@@ -38,14 +41,27 @@ namespace detail {
 template <class R>
 class reply_sink {
 public:
-  /// The answer: an error (`ep`), or the value (`value`, null for `void`).
+  /// The answer: an error (`ep`), or the value (`value`, null for `void`;
+/// ignored with an error).
   virtual void settle(std::exception_ptr ep, std::add_pointer_t<R> value) noexcept = 0;
   /// The promise went unanswered.
   virtual void abandon() noexcept = 0;
   virtual void release_sink() noexcept = 0;
+  /// One reference more (a stashed ask keeps its sink to fail it).
+  virtual void retain_sink() noexcept = 0;
+  /// A handler holding the promise runs (`true`) or returned (`false`):
+  /// an abandonment meanwhile waits for the handler's outcome.
+  virtual void handling(bool now) noexcept = 0;
 
 protected:
   ~reply_sink() = default;
+};
+
+struct promise_access {
+  template <class R>
+  static reply_sink<R>* sink(const reply_promise<R>& p) noexcept {
+    return p.sink_;
+  }
 };
 
 } // namespace detail
@@ -63,7 +79,9 @@ protected:
 /// When the message was told, not asked, nobody waits: `pending()` is
 /// false and an answer goes nowhere.
 ///
-/// Move-only. A promise must not outlive the actor system of its asker.
+/// Move-only. A promise must not outlive the actor system of its asker, nor
+/// that of the actor that received it (an ask with a timeout keeps a timer
+/// on that system's threads until the promise is answered or destroyed).
 ///
 /// \code
 /// void handle(fetch f, troupe::reply_promise<std::string> p) {
@@ -124,6 +142,8 @@ public:
   }
 
 private:
+  friend struct detail::promise_access;
+
   detail::reply_sink<R>* take() {
     if (!sink_) {
       if (answered_) throw error(errc::invalid_argument, "reply_promise: answered already (a promise answers once)");

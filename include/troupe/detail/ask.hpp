@@ -46,16 +46,14 @@ constexpr void check_ask() {
 }
 
 /// Makes the ask envelope of `msg` to an actor of type `T` in the system
-/// `s`, lists it with its asker (when the handler runs on another system's
-/// threads), arms its timeout unless `closed()`, and hands it to `enqueue`
-/// (which queues it, or completes it with an error: `cell::enqueue_ask`).
+/// `s`, lists it with `asker` (the system whose threads the handler needs,
+/// when it is not `s`; null for none), arms its timeout unless `closed()`,
+/// and hands it to `enqueue` (which queues it, or completes it with an
+/// error: `cell::enqueue_ask`).
 template <class T, class M, class Handler, class Closed, class Enqueue>
-void initiate_ask(system_state& s, Handler&& h, M&& msg, std::chrono::nanoseconds timeout, Closed&& closed,
-                  Enqueue&& enqueue) {
+void initiate_ask_for(system_state& s, system_state* asker, Handler&& h, M&& msg, std::chrono::nanoseconds timeout,
+                      Closed&& closed, Enqueue&& enqueue) {
   using envelope = ask_envelope<T, std::decay_t<M>, std::decay_t<Handler>>;
-  // Asked from another system's threads: that system must know, to cancel
-  // the ask if it goes first.
-  auto* asker = system_of(asio::get_associated_executor(h), s);
   if (asker == &s) asker = nullptr;
   // A named message is copied: the envelope owns its message.
   auto* e = new envelope(std::forward<Handler>(h), std::decay_t<M>(std::forward<M>(msg)), asker);
@@ -73,6 +71,17 @@ void initiate_ask(system_state& s, Handler&& h, M&& msg, std::chrono::nanosecond
     if (!closed()) e->arm(s.executor(), timeout);
   }
   enqueue(e);
+}
+
+/// As `initiate_ask_for`, the asker being the system whose threads run the
+/// handler's associated executor (asked from another system's threads:
+/// that system must know, to cancel the ask if it goes first).
+template <class T, class M, class Handler, class Closed, class Enqueue>
+void initiate_ask(system_state& s, Handler&& h, M&& msg, std::chrono::nanoseconds timeout, Closed&& closed,
+                  Enqueue&& enqueue) {
+  auto* asker = system_of(asio::get_associated_executor(h), s);
+  initiate_ask_for<T>(s, asker, std::forward<Handler>(h), std::forward<M>(msg), timeout, std::forward<Closed>(closed),
+                      std::forward<Enqueue>(enqueue));
 }
 
 } // namespace troupe::detail

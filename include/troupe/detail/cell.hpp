@@ -344,6 +344,7 @@ public:
   /// One turn: up to `throughput` messages, then yield the thread.
   void turn() noexcept override {
     busy_.store(true, std::memory_order_relaxed);
+    running_scope running(this);
     if (receiving_) return receive_turn();
     const std::uint32_t budget = sys_->config.throughput;
     for (std::uint32_t n = 0; n < budget;) {
@@ -727,17 +728,32 @@ class turn_executor {
 public:
   explicit turn_executor(cell<T>& c) noexcept : cell_(&c), incarnation_(c.incarnation()) {}
 
+  /// Runs `f` here when this thread runs the actor's turn now and inline
+  /// runs are allowed (a dispatch: the coroutine's first step runs within
+  /// the turn of its message, before the messages after it); else queues
+  /// it as a message of the actor.
   template <class F>
   void execute(F f) const {
+    if (may_inline_ && running_cell == cell_.get() && cell_->incarnation() == incarnation_) return std::move(f)();
     cell_->enqueue_system(
         new continuation_envelope<T>([f = std::move(f)](T&) mutable { std::move(f)(); }, incarnation_));
   }
 
   asio::execution_context& query(asio::execution::context_t) const noexcept { return cell_->executor().context(); }
-  static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
-    return asio::execution::blocking.never;
+  asio::execution::blocking_t query(asio::execution::blocking_t) const noexcept {
+    return may_inline_ ? asio::execution::blocking_t(asio::execution::blocking.possibly)
+                       : asio::execution::blocking_t(asio::execution::blocking.never);
   }
-  turn_executor require(asio::execution::blocking_t::never_t) const noexcept { return *this; }
+  turn_executor require(asio::execution::blocking_t::never_t) const noexcept {
+    turn_executor e = *this;
+    e.may_inline_ = false;
+    return e;
+  }
+  turn_executor require(asio::execution::blocking_t::possibly_t) const noexcept {
+    turn_executor e = *this;
+    e.may_inline_ = true;
+    return e;
+  }
 
   friend bool operator==(const turn_executor& a, const turn_executor& b) noexcept {
     return a.cell_.get() == b.cell_.get() && a.incarnation_ == b.incarnation_;
@@ -747,6 +763,7 @@ public:
 private:
   cell_ptr<cell<T>> cell_;
   std::uint32_t incarnation_;
+  bool may_inline_ = false;
 };
 
 template <class T, class Awaitable, class Done>

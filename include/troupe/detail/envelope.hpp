@@ -47,6 +47,8 @@ struct envelope : envelope_base {
   virtual void dispose() noexcept { delete this; }
   /// The message type, for error messages.
   virtual std::string_view name() const noexcept { return "internal message"; }
+  /// Set aside by `context::stash` (an entity's next activation takes it).
+  virtual bool stashed() const noexcept { return false; }
   /// What `context::receive` matches: `&message_tag<M>` for a told message
   /// of type `M`; null for what only handlers take (asks, timer messages,
   /// watch notifications, internal messages).
@@ -96,6 +98,15 @@ class turn_executor;
 template <class T, class Awaitable, class Done>
 void spawn_reentrant(cell<T>& c, Awaitable&& aw, Done done);
 
+/// Runs `inst.handle(msg)` (a coroutine) in a coroutine frame that owns
+/// `msg`, for a handler that outlives its envelope and may take its message
+/// by reference.
+template <class T, class M>
+auto owning_message(T& inst, M msg) -> decltype(invoke_handle(inst, std::move(msg))) {
+  auto op = invoke_handle(inst, std::move(msg));
+  co_return co_await std::move(op);
+}
+
 template <class T, class M>
 struct tell_envelope : envelope<T> {
   template <class... A>
@@ -103,7 +114,8 @@ struct tell_envelope : envelope<T> {
 
   bool process(cell<T>& c) override {
     if constexpr (reentrant_handler<T, M>) {
-      spawn_reentrant(c, invoke_handle(c.instance(), std::move(msg)), [](std::exception_ptr ep, auto&&...) {
+      // The envelope goes when this returns: the coroutine owns the message.
+      spawn_reentrant(c, owning_message(c.instance(), std::move(msg)), [](std::exception_ptr ep, auto&&...) {
         if (ep) std::rethrow_exception(ep); // a failure of the actor, in its turn
       });
       return false;
@@ -117,6 +129,9 @@ struct tell_envelope : envelope<T> {
       invoke_handle(c.instance(), std::move(msg));
       return false;
     } else if constexpr (handles_later<T, M>) {
+      static_assert(!awaitable_traits<decltype(c.instance().handle(std::move(msg),
+                                                                    reply_promise<reply_of_t<M>>{}))>::is_awaitable,
+                    "troupe: a handler that answers later through a reply_promise cannot be a coroutine");
       // Told, not asked: nobody waits for the answer.
       c.instance().handle(std::move(msg), reply_promise<reply_of_t<M>>{});
       return false;
@@ -141,6 +156,7 @@ struct stashed_envelope final : tell_envelope<T, M> {
   using tell_envelope<T, M>::tell_envelope;
   bool counts() const noexcept override { return false; }
   bool reject(const std::exception_ptr&) noexcept override { return true; }
+  bool stashed() const noexcept override { return true; }
 };
 
 /// An ask set aside with `context::stash(msg, promise)`: handled again with
@@ -148,17 +164,33 @@ struct stashed_envelope final : tell_envelope<T, M> {
 /// is broken.
 template <class T, class M>
 struct stashed_ask_envelope final : envelope<T> {
-  stashed_ask_envelope(M m, reply_promise<reply_of_t<M>> p) : msg(std::move(m)), promise(std::move(p)) {}
+  using R = reply_of_t<M>;
+  stashed_ask_envelope(M m, reply_promise<R> p) : msg(std::move(m)), promise(std::move(p)) {
+    sink = promise_access::sink(promise);
+    if (sink) sink->retain_sink();
+  }
+  ~stashed_ask_envelope() {
+    if (sink) sink->release_sink();
+  }
   bool process(cell<T>& c) override {
+    // As an ask handled the first time: a handler that throws fails it with
+    // its exception (reject), one that drops the promise breaks it.
+    if (sink) sink->handling(true);
     c.instance().handle(std::move(msg), std::move(promise));
+    if (sink) sink->handling(false);
     return false;
   }
   bool counts() const noexcept override { return false; }
-  bool reject(const std::exception_ptr&) noexcept override { return true; }
+  bool reject(const std::exception_ptr& ep) noexcept override {
+    if (sink) sink->settle(ep, nullptr);
+    return true;
+  }
+  bool stashed() const noexcept override { return true; }
   std::string_view name() const noexcept override { return type_name<M>(); }
 
   M msg;
-  reply_promise<reply_of_t<M>> promise;
+  reply_promise<R> promise;
+  reply_sink<R>* sink = nullptr;
 };
 
 /// The continuation of a request made with `context::request`: runs as a
@@ -420,6 +452,11 @@ struct ask_envelope final : envelope<T>, foreign_ask, reply_sink<reply_type_t<T,
   }
 
   void release_sink() noexcept override { dispose(); }
+  void retain_sink() noexcept override { add_ref(); }
+  void handling(bool now) noexcept override {
+    in_handler.store(now, std::memory_order_seq_cst);
+    if (!now && abandoned.load(std::memory_order_seq_cst)) complete(broken());
+  }
 
   static std::exception_ptr broken() {
     return error_ptr(errc::broken_promise, "the reply_promise of an ask of " + std::string(type_name<M>()) + " to " +

@@ -340,7 +340,7 @@ public:
       auto* x = list;
       list = list->next;
       x->next = nullptr;
-      if (static_cast<envelope<T>*>(x)->counts()) {
+      if (auto* y = static_cast<envelope<T>*>(x); y->counts() || y->stashed()) {
         (kept_last ? kept_last->next : kept_first) = x;
         kept_last = x;
       } else {

@@ -31,6 +31,9 @@ public:
 
   explicit stored_handler(Handler&& h) : work_(asio::get_associated_executor(h)), handler_(std::move(h)) {}
 
+  /// The handler's associated executor (until it has completed).
+  executor_type get_executor() const noexcept { return work_->get_executor(); }
+
   /// Completes as a continuation of the current handler when running on
   /// the handler's executor (it runs once that handler returns, on this
   /// thread, never inside it: a reply resumes its asker on the asker's own

@@ -37,6 +37,18 @@ struct turn_state {
 };
 inline thread_local turn_state this_turn;
 
+/// The actor whose turn this thread runs now (null outside turns).
+inline thread_local cell_base* running_cell = nullptr;
+
+/// Sets `running_cell` for a turn's duration.
+struct running_scope {
+  cell_base* outer;
+  explicit running_scope(cell_base* c) noexcept : outer(running_cell) { running_cell = c; }
+  ~running_scope() { running_cell = outer; }
+  running_scope(const running_scope&) = delete;
+  running_scope& operator=(const running_scope&) = delete;
+};
+
 /// Runs `c`'s turn, then the completions it produced for this pool's
 /// coroutines (`after_turn`: a reply resumes its asker here, once the
 /// replier is released); when that turn woke exactly one actor, runs that
