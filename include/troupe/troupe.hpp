@@ -15,6 +15,7 @@
 #include <troupe/gather.hpp>
 #include <troupe/hooks.hpp>
 #include <troupe/lifecycle.hpp>
+#include <troupe/protocol.hpp>
 #include <troupe/reply_promise.hpp>
 #include <troupe/supervision.hpp>
 #include <troupe/task.hpp>
