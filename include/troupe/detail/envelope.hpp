@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,15 +99,6 @@ class turn_executor;
 template <class T, class Awaitable, class Done>
 void spawn_reentrant(cell<T>& c, Awaitable&& aw, Done done);
 
-/// Runs `inst.handle(msg)` (a coroutine) in a coroutine frame that owns
-/// `msg`, for a handler that outlives its envelope and may take its message
-/// by reference.
-template <class T, class M>
-auto owning_message(T& inst, M msg) -> decltype(invoke_handle(inst, std::move(msg))) {
-  auto op = invoke_handle(inst, std::move(msg));
-  co_return co_await std::move(op);
-}
-
 template <class T, class M>
 struct tell_envelope : envelope<T> {
   template <class... A>
@@ -114,8 +106,12 @@ struct tell_envelope : envelope<T> {
 
   bool process(cell<T>& c) override {
     if constexpr (reentrant_handler<T, M>) {
-      // The envelope goes when this returns: the coroutine owns the message.
-      spawn_reentrant(c, owning_message(c.instance(), std::move(msg)), [](std::exception_ptr ep, auto&&...) {
+      // The envelope goes when this returns: the message lives with the
+      // coroutine's completion, which outlives the coroutine's frame (a
+      // handler may take it by reference).
+      auto owned = std::make_unique<M>(std::move(msg));
+      auto op = invoke_handle(c.instance(), std::move(*owned));
+      spawn_reentrant(c, std::move(op), [owned = std::move(owned)](std::exception_ptr ep, auto&&...) {
         if (ep) std::rethrow_exception(ep); // a failure of the actor, in its turn
       });
       return false;
