@@ -25,6 +25,18 @@ template <class T>
 class actor_ref;
 
 namespace detail {
+/// Completes with `c`'s final `down` once it has stopped (at once if it
+/// has): `when_stopped` of every kind of reference.
+template <class Token>
+auto when_stopped(cell_base* c, Token&& token) {
+  return asio::async_initiate<Token, void(down)>(
+      [](auto handler, cell_base* c) {
+        auto h = std::make_shared<stored_handler<decltype(handler)>>(std::move(handler));
+        if (auto d = c->add_watcher([h](const down& d) { h->defer(d); })) h->post(*d);
+      },
+      token, c);
+}
+
 /// The cell behind a reference (tests and diagnostics).
 template <class T>
 cell_base* cell_of(const actor_ref<T>& r) noexcept;
@@ -132,12 +144,7 @@ public:
   /// signature `void(troupe::down)`.
   template <class Token = asio::use_awaitable_t<>>
   auto when_stopped(Token&& token = Token{}) const {
-    return asio::async_initiate<Token, void(down)>(
-        [](auto handler, detail::cell_base* c) {
-          auto h = std::make_shared<detail::stored_handler<decltype(handler)>>(std::move(handler));
-          if (auto d = c->add_watcher([h](const down& d) { h->defer(d); })) h->post(*d);
-        },
-        token, cell_.get());
+    return detail::when_stopped(cell_.get(), std::forward<Token>(token));
   }
 
 private:

@@ -250,12 +250,7 @@ public:
   /// As `actor_ref<T>::when_stopped`.
   template <class Token = asio::use_awaitable_t<>>
   auto when_stopped(Token&& token = Token{}) const {
-    return asio::async_initiate<Token, void(down)>(
-        [](auto handler, detail::cell_base* c) {
-          auto h = std::make_shared<detail::stored_handler<decltype(handler)>>(std::move(handler));
-          if (auto d = c->add_watcher([h](const down& d) { h->defer(d); })) h->post(*d);
-        },
-        token, cell_.get());
+    return detail::when_stopped(cell_.get(), std::forward<Token>(token));
   }
 
 private:

@@ -34,13 +34,16 @@ struct log_query {};
 
 /// on_start: waits for syn, then for ack (data arriving meanwhile stays
 /// queued for the handler), then ends; the handlers take over.
+/// `synced`, if given, is counted down once the syn is taken.
 class server {
 public:
-  explicit server(troupe::context<server> ctx) : ctx_(ctx) {}
+  explicit server(troupe::context<server> ctx, std::shared_ptr<test::latch> synced = nullptr)
+      : ctx_(ctx), synced_(std::move(synced)) {}
 
   troupe::task<void> on_start() {
     auto s = co_await ctx_.receive<syn>();
     log_.push_back("syn " + std::to_string(s.seq));
+    if (synced_) synced_->count_down();
     auto a = co_await ctx_.receive<ack>();
     log_.push_back("ack " + std::to_string(a.seq));
   }
@@ -51,6 +54,7 @@ public:
 
 private:
   troupe::context<server> ctx_;
+  std::shared_ptr<test::latch> synced_;
   std::vector<std::string> log_;
 };
 
@@ -173,9 +177,10 @@ TEST_CASE("a handshake reads as one coroutine over the mailbox; other messages s
 
 TEST_CASE("receive waits for a message that arrives later") {
   troupe::actor_system sys;
-  auto s = sys.spawn<server>();
+  auto synced = std::make_shared<test::latch>(1);
+  auto s = sys.spawn<server>(synced);
   s.tell(syn{7});
-  std::this_thread::sleep_for(5ms); // the coroutine waits for an ack now
+  REQUIRE(synced->wait()); // the coroutine is on its way to wait for an ack
   s.tell(data{"meanwhile"});
   s.tell(ack{8});
   CHECK(test::get(s.ask(log_query{}, asio::use_future)) ==
@@ -218,9 +223,10 @@ TEST_CASE("actors written only as coroutines over their mailboxes play ping-pong
 
 TEST_CASE("an actor asked to stop while its coroutine waits in a receive stops") {
   troupe::actor_system sys;
-  auto s = sys.spawn<server>();
-  s.tell(syn{1}); // waits for an ack forever
-  std::this_thread::sleep_for(5ms);
+  auto synced = std::make_shared<test::latch>(1);
+  auto s = sys.spawn<server>(synced);
+  s.tell(syn{1}); // then waits for an ack forever
+  REQUIRE(synced->wait());
   s.stop();
   auto d = test::get(s.when_stopped(asio::use_future));
   CHECK(d.reason == troupe::exit_reason::normal);
