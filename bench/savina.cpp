@@ -352,8 +352,160 @@ void chameneos(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 4L * meetings);
 }
 
+// -- fjcreate: spawn an actor, send it one message, it stops ----------------------
+
+struct fj_create_msg {
+  savina::join* done;
+};
+class fj_child {
+public:
+  explicit fj_child(troupe::context<fj_child> ctx) : ctx_(ctx) {}
+  void handle(fj_create_msg m) {
+    m.done->arrive();
+    ctx_.stop();
+  }
+
+private:
+  troupe::context<fj_child> ctx_;
+};
+
+void fjcreate(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const int n = savina::fjcreate_actors;
+  for (auto _ : state) {
+    savina::join done(n);
+    auto finished = done.future();
+    for (int i = 0; i < n; ++i) sys.spawn<fj_child>().tell(fj_create_msg{&done});
+    finished.get();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// -- spawntree: each node spawns two children, which reply and stop ---------------
+
+class tree_node;
+struct grow {
+  int depth;
+};
+struct grown {
+  long nodes;
+};
+struct tree_root {
+  std::promise<long>* done;
+};
+class tree_node {
+public:
+  tree_node(troupe::context<tree_node> ctx, troupe::actor_ref<tree_node> parent, std::promise<long>* root)
+      : ctx_(ctx), parent_(std::move(parent)), root_(root) {}
+  void handle(grow g) {
+    if (g.depth == 0) return finish(1);
+    for (int i = 0; i < 2; ++i) ctx_.system().spawn<tree_node>(ctx_.self(), nullptr).tell(grow{g.depth - 1});
+  }
+  void handle(grown g) {
+    nodes_ += g.nodes;
+    if (++replies_ == 2) finish(nodes_ + 1);
+  }
+
+private:
+  void finish(long nodes) {
+    if (root_)
+      root_->set_value(nodes);
+    else
+      parent_.tell(grown{nodes});
+    ctx_.stop();
+  }
+
+  troupe::context<tree_node> ctx_;
+  troupe::actor_ref<tree_node> parent_;
+  std::promise<long>* root_;
+  long nodes_ = 0;
+  int replies_ = 0;
+};
+
+void spawntree(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const long nodes = (2L << savina::spawntree_depth) - 1;
+  for (auto _ : state) {
+    std::promise<long> done;
+    auto result = done.get_future();
+    sys.spawn<tree_node>(troupe::actor_ref<tree_node>{}, &done).tell(grow{savina::spawntree_depth});
+    check(result.get() == nodes, "spawntree nodes");
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * nodes); // a spawn and a message per node
+}
+
+// -- pipeline: messages through a chain of stages ---------------------------------
+
+class stage;
+struct item {
+  long v;
+};
+struct stage_link {
+  troupe::actor_ref<stage> next;
+  long expected;
+  savina::join* done;
+};
+class stage {
+public:
+  void handle(stage_link l) {
+    next_ = std::move(l.next);
+    expected_ = l.expected;
+    done_ = l.done;
+  }
+  void handle(item i) {
+    if (next_) {
+      next_.tell(item{i.v + 1});
+      return;
+    }
+    sum_ += i.v;
+    if (++received_ == expected_) {
+      savina::check(sum_ == expected_ * (savina::pipeline_stages - 1), "pipeline sum");
+      done_->arrive();
+    }
+  }
+
+private:
+  troupe::actor_ref<stage> next_;
+  long expected_ = 0;
+  savina::join* done_ = nullptr;
+  long received_ = 0;
+  long sum_ = 0;
+};
+struct feed {
+  long n;
+};
+class source {
+public:
+  explicit source(troupe::actor_ref<stage> first) : first_(std::move(first)) {}
+  void handle(feed f) {
+    for (long i = 0; i < f.n; ++i) first_.tell(item{0});
+  }
+
+private:
+  troupe::actor_ref<stage> first_;
+};
+
+void pipeline(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const long n = savina::pipeline_messages;
+  for (auto _ : state) {
+    savina::join done(1);
+    auto finished = done.future();
+    std::vector<troupe::actor_ref<stage>> stages;
+    for (int i = 0; i < savina::pipeline_stages; ++i) stages.push_back(sys.spawn<stage>());
+    for (int i = 0; i < savina::pipeline_stages; ++i)
+      stages[i].tell(stage_link{i + 1 < savina::pipeline_stages ? stages[i + 1] : troupe::actor_ref<stage>{}, n, &done});
+    auto src = sys.spawn<source>(stages[0]);
+    src.tell(feed{n});
+    finished.get();
+    for (auto& s : stages) s.stop();
+    src.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * n * savina::pipeline_stages);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos});
+  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos, fjcreate, spawntree, pipeline});
 }

@@ -36,6 +36,10 @@ inline constexpr int big_actors = 120;
 inline constexpr int big_pings_each = 20'000;
 inline constexpr int chameneos_creatures = 100;
 inline constexpr int chameneos_meetings = 200'000;
+inline constexpr int fjcreate_actors = 200'000;
+inline constexpr int spawntree_depth = 16; // 2^17 - 1 actors
+inline constexpr int pipeline_stages = 60;
+inline constexpr long pipeline_messages = 200'000;
 
 /// Worker threads: `--threads=N` (removed from argv before Google Benchmark
 /// sees it), default 2.
@@ -103,10 +107,11 @@ inline colour complement(colour a, colour b) {
 
 using workload = void (*)(benchmark::State&);
 
-/// Registers the seven workloads in their fixed order (same names and
-/// settings for both frameworks) and runs Google Benchmark.
+/// Registers the workloads in their fixed order (same names and settings
+/// for both frameworks) and runs Google Benchmark.
 inline int run(int argc, char** argv, std::initializer_list<workload> workloads) {
-  static const char* const names[] = {"pingpong", "counting", "threadring", "forkjoin", "spawn", "big", "chameneos"};
+  static const char* const names[] = {"pingpong", "counting",  "threadring", "forkjoin", "spawn",
+                                      "big",      "chameneos", "fjcreate",   "spawntree", "pipeline"};
   parse_threads(argc, argv);
   std::size_t i = 0;
   for (auto w : workloads) {

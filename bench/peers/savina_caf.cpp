@@ -27,6 +27,9 @@ using go_atom = atom_constant<atom("go")>;
 using meet_atom = atom_constant<atom("meet")>;
 using met_atom = atom_constant<atom("met")>;
 using noop_atom = atom_constant<atom("noop")>;
+using grow_atom = atom_constant<atom("grow")>;
+using grown_atom = atom_constant<atom("grown")>;
+using item_atom = atom_constant<atom("item")>;
 
 std::unique_ptr<caf::actor_system> make_system(caf::actor_system_config& cfg) {
   cfg.set("scheduler.max-threads", savina::threads);
@@ -337,8 +340,122 @@ void chameneos(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 4L * meetings);
 }
 
+// -- fjcreate -------------------------------------------------------------------
+
+caf::behavior fj_child_fn(caf::event_based_actor* self, savina::join* done) {
+  return {[=](go_atom) {
+    done->arrive();
+    self->quit();
+  }};
+}
+
+void fjcreate(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  const int n = savina::fjcreate_actors;
+  for (auto _ : state) {
+    savina::join done(n);
+    auto finished = done.future();
+    for (int i = 0; i < n; ++i) caf::anon_send(sys->spawn(fj_child_fn, &done), go_atom::value);
+    finished.get();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// -- spawntree --------------------------------------------------------------------
+
+struct tree_state {
+  long nodes = 0;
+  int replies = 0;
+};
+
+caf::behavior tree_fn(caf::stateful_actor<tree_state>* self, caf::actor parent, std::promise<long>* root) {
+  auto finish = [=](long nodes) {
+    if (root)
+      root->set_value(nodes);
+    else
+      self->send(parent, grown_atom::value, nodes);
+    self->quit();
+  };
+  return {
+      [=](grow_atom, int depth) {
+        if (depth == 0) return finish(1);
+        for (int i = 0; i < 2; ++i)
+          self->send(self->spawn(tree_fn, caf::actor_cast<caf::actor>(self), nullptr), grow_atom::value, depth - 1);
+      },
+      [=](grown_atom, long nodes) {
+        self->state.nodes += nodes;
+        if (++self->state.replies == 2) finish(self->state.nodes + 1);
+      },
+  };
+}
+
+void spawntree(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  const long nodes = (2L << savina::spawntree_depth) - 1;
+  for (auto _ : state) {
+    std::promise<long> done;
+    auto result = done.get_future();
+    caf::anon_send(sys->spawn(tree_fn, caf::actor{}, &done), grow_atom::value, savina::spawntree_depth);
+    check(result.get() == nodes, "spawntree nodes");
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * nodes);
+}
+
+// -- pipeline ---------------------------------------------------------------------
+
+struct stage_state {
+  caf::actor next;
+  long received = 0;
+  long sum = 0;
+};
+
+caf::behavior stage_fn(caf::stateful_actor<stage_state>* self, long expected, std::shared_ptr<savina::join> done) {
+  return {
+      [=](caf::actor next) { self->state.next = std::move(next); },
+      [=](item_atom, long v) {
+        auto& st = self->state;
+        if (st.next) {
+          self->send(st.next, item_atom::value, v + 1);
+          return;
+        }
+        st.sum += v;
+        if (++st.received == expected) {
+          savina::check(st.sum == expected * (savina::pipeline_stages - 1), "pipeline sum");
+          done->arrive();
+        }
+      },
+  };
+}
+
+caf::behavior source_fn(caf::event_based_actor* self, caf::actor first, long n) {
+  return {[=](go_atom) {
+    for (long i = 0; i < n; ++i) self->send(first, item_atom::value, 0L);
+  }};
+}
+
+void pipeline(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  const long n = savina::pipeline_messages;
+  for (auto _ : state) {
+    auto done = std::make_shared<savina::join>(1);
+    auto finished = done->future();
+    std::vector<caf::actor> stages;
+    for (int i = 0; i < savina::pipeline_stages; ++i) stages.push_back(sys->spawn(stage_fn, n, done));
+    for (int i = 0; i + 1 < savina::pipeline_stages; ++i) caf::anon_send(stages[i], stages[i + 1]);
+    auto src = sys->spawn(source_fn, stages[0], n);
+    caf::anon_send(src, go_atom::value);
+    finished.get();
+    stop_all(stages);
+    stop_all({src});
+  }
+  state.SetItemsProcessed(state.iterations() * n * savina::pipeline_stages);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos});
+  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos, fjcreate, spawntree, pipeline});
 }

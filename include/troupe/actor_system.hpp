@@ -156,13 +156,16 @@ public:
       throw std::logic_error("troupe::actor_system::shutdown() called from one of its own threads");
     std::vector<detail::cell_base*> cells;
     s.closing.store(true, std::memory_order_seq_cst);
+    s.shutting_down.store(true, std::memory_order_seq_cst);
     {
-      std::unique_lock l(s.mutex);
-      s.shutting_down = true;
       // A spawn past its check constructs with the pool: let it finish (it
-      // registers, and is stopped below, or gives up).
-      s.all_stopped.wait(l, [&] { return s.spawning == 0; });
-      for (auto* c = s.first; c; c = c->reg_next) {
+      // registers, and is stopped below).
+      std::unique_lock l(s.mutex);
+      s.all_stopped.wait(l, [&] { return s.spawning.load(std::memory_order_seq_cst) == 0; });
+    }
+    for (auto& sh : s.shards) {
+      std::lock_guard g(sh.lock);
+      for (auto* c = sh.first; c; c = c->reg_next) {
         c->add_ref();
         cells.push_back(c);
       }
@@ -173,26 +176,30 @@ public:
     }
     {
       std::unique_lock l(s.mutex);
-      s.all_stopped.wait_for(l, s.config.shutdown_timeout, [&] { return s.live == 0; });
+      s.all_stopped.wait_for(l, s.config.shutdown_timeout,
+                             [&] { return s.live.load(std::memory_order_seq_cst) == 0; });
     }
     // Asks of this system's coroutines still waiting on other systems:
     // cancelled while these threads run (a reply would need them).
     s.cancel_foreign_asks();
     s.pool->stop();
     s.pool->join();
+    s.monitor.reset(); // armed only by the workers, now gone
     // A thread outside the pool may still be returning from a post into it
     // (a turn, this system's own count; a completion, the process's).
     s.posts.wait_idle();
     detail::posts_in_flight.wait_idle();
     // Actors still suspended in a coroutine handler past the timeout.
     for (;;) {
-      detail::cell_base* c;
-      {
-        std::lock_guard g(s.mutex);
-        c = s.first;
-        if (!c) break;
-        c->add_ref();
+      detail::cell_base* c = nullptr;
+      for (auto& sh : s.shards) {
+        std::lock_guard g(sh.lock);
+        if ((c = sh.first)) {
+          c->add_ref();
+          break;
+        }
       }
+      if (!c) break;
       c->force_stop();
       c->release();
     }
@@ -214,8 +221,7 @@ public:
 
   /// Actors spawned and not yet stopped.
   std::size_t live_actors() const {
-    std::lock_guard g(state_->mutex);
-    return state_->live;
+    return state_->live.load(std::memory_order_relaxed);
   }
 
   /// The executor of the worker threads (valid until shutdown).

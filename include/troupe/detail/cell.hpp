@@ -86,6 +86,12 @@ public:
     return std::make_exception_ptr(error(errc::actor_stopped, std::string(type_name<T>()) + " has stopped"));
   }
 
+  /// Rejects `e` because the actor has stopped (the error is built only for
+  /// an envelope that reports it); true if it counts as a dead letter.
+  static bool reject_stopped(envelope<T>* e) noexcept {
+    return e->reject(e->wants_error() ? stopped_error() : std::exception_ptr{});
+  }
+
   /// Enqueues `e`, waiting for room in a bounded mailbox. Returns the
   /// outcome when it is known at once; otherwise `done` receives it later,
   /// on the thread that made room (or stopped the actor).
@@ -112,7 +118,7 @@ public:
     std::uint8_t expected = 0;
     if (!stop_reason_.compare_exchange_strong(expected, static_cast<std::uint8_t>(r), std::memory_order_acq_rel))
       return;
-    (void)push(new wake_envelope<T>);
+    (void)push(&wake_); // the cell's own: a stop allocates nothing
   }
 
   executor_type executor() const noexcept { return sys_->executor(); }
@@ -340,20 +346,22 @@ private:
     // which may cancel its timer): counted over both. A shutdown closes
     // every inbox, then waits for the count, then destroys the pool.
     std::optional<post_counter::guard> counted;
-    if (!turn.in_turn || turn.sys != sys_) counted.emplace(sys_->posts);
+    if (!turn.holding || turn.sys != sys_) counted.emplace(sys_->posts);
     switch (inbox_.push(e)) {
     case inbox::push_result::queued:
-      if (turn.pending && ++turn.pushes > turn_state::max_pushes_held) turn.flush(false);
+      if (turn.pending && ++turn.pushes > turn_state::max_pushes_held) turn.spill();
       return {};
     case inbox::push_result::unblocked:
       if (turn.in_turn && turn.sys == sys_)
         turn.hold(this);
+      else if (turn.holding && turn.sys == sys_)
+        turn.enqueue(this, false); // woken by a turn's completion (a coroutine that may work long): stealable
       else
         schedule();
       return {};
     case inbox::push_result::closed: break;
     }
-    if (e->reject(stopped_error())) sys_->dead_letters.fetch_add(1, std::memory_order_relaxed);
+    if (reject_stopped(e)) sys_->dead_letters.fetch_add(1, std::memory_order_relaxed);
     e->dispose();
     return errc::actor_stopped;
   }
@@ -376,6 +384,8 @@ private:
   /// reference (which may outlive the system).
   void finish_stop(bool keep_instance = false, bool registered = true) noexcept;
 
+  down final_down() const override;
+
   void cancel_all_timers() noexcept {
     if (auto* x = extras_if_any()) x->timers.cancel_all();
   }
@@ -389,6 +399,7 @@ private:
   restart_budget restarts_;
   troupe::supervision policy_;
   std::string failure_;
+  wake_envelope<T> wake_;
 };
 
 } // namespace detail

@@ -7,6 +7,7 @@
 
 #include <troupe/lifecycle.hpp>
 #include <troupe/detail/inbox.hpp>
+#include <troupe/detail/run_queue.hpp>
 #include <troupe/detail/spinlock.hpp>
 #include <troupe/detail/system_state.hpp>
 #include <troupe/detail/timers.hpp>
@@ -16,7 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -76,7 +77,7 @@ struct cell_extras {
     envelope_base* env;
     unique_function<void(std::error_code)> done;
   };
-  std::deque<waiter> waiters;
+  std::list<waiter> waiters; // (a default std::deque allocates: this block must not cost more)
   std::atomic<std::uint32_t> waiting{0};
 
   // Actor context only.
@@ -102,7 +103,7 @@ struct cell_extras {
   } receive;
 };
 
-class cell_base {
+class cell_base : public run_link {
 public:
   cell_base(const cell_base&) = delete;
   cell_base& operator=(const cell_base&) = delete;
@@ -178,36 +179,73 @@ protected:
     s.add_ref();
   }
   virtual ~cell_base() {
-    delete extras_.load(std::memory_order_acquire);
+    delete extras_if_any();
     sys_->release();
   }
 
+  /// The rarely used part, made on first use. Once the actor has stopped
+  /// without ever needing it, a fresh one is made saying so (stopped, its
+  /// final `down`), so a watch that comes late learns of the stop at once.
   cell_extras& extras() {
     cell_extras* x = extras_.load(std::memory_order_acquire);
-    if (x) return *x;
-    auto fresh = std::make_unique<cell_extras>();
-    if (extras_.compare_exchange_strong(x, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
-    return *x;
+    for (;;) {
+      if (x && x != stopped_mark()) return *x;
+      auto fresh = std::make_unique<cell_extras>();
+      if (x == stopped_mark()) {
+        fresh->stopped = true;
+        fresh->refuse_waiters = true;
+        fresh->final_down = final_down();
+      }
+      if (extras_.compare_exchange_strong(x, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+    }
   }
-  cell_extras* extras_if_any() const noexcept { return extras_.load(std::memory_order_acquire); }
+  cell_extras* extras_if_any() const noexcept {
+    cell_extras* x = extras_.load(std::memory_order_acquire);
+    return x == stopped_mark() ? nullptr : x;
+  }
 
+  /// The stopped actor's last word: true if it needed no extras (none are
+  /// made now: a stop costs no allocation); else they are `x`, to tell.
+  bool mark_stopped(cell_extras*& x) noexcept {
+    x = nullptr;
+    return extras_.compare_exchange_strong(x, stopped_mark(), std::memory_order_acq_rel);
+  }
+
+  /// What watchers of the stopped actor are told.
+  virtual down final_down() const = 0;
+
+public:
+  /// Adds the actor to its system's registry (its shard: no lock shared by
+  /// the whole system). The registry holds the first reference.
+  void enter_registry() noexcept {
+    system_state& s = *sys_;
+    s.live.fetch_add(1, std::memory_order_relaxed);
+    auto& sh = s.shard_of(id_);
+    std::lock_guard g(sh.lock);
+    reg_prev = nullptr;
+    reg_next = sh.first;
+    if (sh.first) sh.first->reg_prev = this;
+    sh.first = this;
+  }
+
+protected:
   /// Removes the actor from the registry; the caller then releases the
   /// registry's reference.
   void leave_registry() noexcept {
     system_state& s = *sys_;
     {
-      std::lock_guard g(s.mutex);
+      auto& sh = s.shard_of(id_);
+      std::lock_guard g(sh.lock);
       if (reg_prev)
         reg_prev->reg_next = reg_next;
       else
-        s.first = reg_next;
+        sh.first = reg_next;
       if (reg_next) reg_next->reg_prev = reg_prev;
-      if (--s.live == 0) s.all_stopped.notify_all();
     }
+    s.left();
   }
 
-  void notify_watchers(down d) noexcept {
-    auto& x = extras();
+  void notify_watchers(cell_extras& x, const down& d) noexcept {
     std::unordered_map<const cell_base*, unique_function<void(const down&)>> ws;
     std::vector<unique_function<void(const down&)>> os;
     {
@@ -239,6 +277,11 @@ protected:
   system_state* sys_;
   actor_id id_;
   std::atomic<cell_extras*> extras_{nullptr};
+
+private:
+  static cell_extras* stopped_mark() noexcept {
+    return reinterpret_cast<cell_extras*>(std::uintptr_t{alignof(cell_extras)}); // never a block's address
+  }
 };
 
 } // namespace troupe::detail

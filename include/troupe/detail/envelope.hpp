@@ -42,6 +42,9 @@ struct envelope : envelope_base {
   /// The message will never be handled (actor stopped, handler threw): an
   /// ask completes with `ep`. True if it counts as a dead letter.
   virtual bool reject(const std::exception_ptr&) noexcept { return counts(); }
+  /// Whether `reject` reports its error to someone (an asker): the error
+  /// is built only then, so a stopping actor's tells cost no exception.
+  virtual bool wants_error() const noexcept { return false; }
   /// User messages count towards a bounded mailbox and as dead letters;
   /// internal ones (timer ticks, stop requests, watch notifications) do not.
   virtual bool counts() const noexcept { return true; }
@@ -181,6 +184,7 @@ struct stashed_ask_envelope final : envelope<T> {
     if (sink) sink->settle(ep, nullptr);
     return true;
   }
+  bool wants_error() const noexcept override { return sink != nullptr; }
   bool stashed() const noexcept override { return true; }
   std::string_view name() const noexcept override { return type_name<M>(); }
 
@@ -239,11 +243,14 @@ struct down_envelope final : tell_envelope<T, down> {
   const void* tag() const noexcept override { return nullptr; }
 };
 
-/// Wakes a stopping actor; the run loop sees the stop request first.
+/// Wakes a stopping actor; the run loop sees the stop request first. Each
+/// cell has one of its own (a stop is requested once): never freed, never
+/// handed to another cell.
 template <class T>
 struct wake_envelope final : envelope<T> {
   bool process(cell<T>&) override { return false; }
   bool counts() const noexcept override { return false; }
+  void dispose() noexcept override {}
 };
 
 /// A timer's message, delivered only if the timer is still armed.
@@ -394,6 +401,7 @@ struct ask_envelope final : envelope<T>, foreign_ask, reply_sink<reply_type_t<T,
     complete(ep);
     return false;
   }
+  bool wants_error() const noexcept override { return true; }
 
   std::string_view name() const noexcept override { return type_name<M>(); }
 

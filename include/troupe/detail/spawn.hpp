@@ -8,7 +8,6 @@
 #include <troupe/detail/cell.hpp>
 #include <troupe/detail/system_state.hpp>
 
-#include <mutex>
 #include <utility>
 
 namespace troupe::detail {
@@ -20,17 +19,10 @@ namespace troupe::detail {
 /// shutting down.
 template <class T, class Cell, class... A>
 cell_ptr<cell<T>> start_cell(system_state& s, const spawn_options& options, A&&... args) {
-  {
-    std::lock_guard g(s.mutex);
-    if (s.shutting_down) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
-    ++s.spawning;
-  }
+  if (!s.begin_spawn()) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
   struct spawning_done {
     system_state& s;
-    ~spawning_done() {
-      std::lock_guard g(s.mutex);
-      if (--s.spawning == 0) s.all_stopped.notify_all();
-    }
+    ~spawning_done() { s.end_spawn(); }
   } counted{s};
   // Until it is started, the actor's mailbox queues what is sent to it (by
   // its own constructor, say) and runs nothing.
@@ -42,18 +34,9 @@ cell_ptr<cell<T>> start_cell(system_state& s, const spawn_options& options, A&&.
     throw;
   }
   cell_ptr<cell<T>> ref(c); // before shutdown can see the cell
-  {
-    std::unique_lock l(s.mutex);
-    if (s.shutting_down) {
-      l.unlock();
-      c->abandon();
-      throw error(errc::system_shutdown, "spawn while the actor system began shutting down");
-    }
-    c->reg_next = s.first;
-    if (s.first) s.first->reg_prev = c;
-    s.first = c;
-    ++s.live;
-  }
+  // Registered while counted in `spawning`: a shutdown that began meanwhile
+  // waits for this registration, then stops the actor with the others.
+  c->enter_registry();
   c->start();
   return ref;
 }

@@ -6,9 +6,12 @@
 #include <troupe/lifecycle.hpp>
 #include <troupe/detail/executor_target.hpp>
 #include <troupe/detail/post_counter.hpp>
+#include <troupe/detail/run_queue.hpp>
+#include <troupe/detail/spinlock.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_executor.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/thread_pool.hpp>
 
 #include <algorithm>
@@ -76,9 +79,14 @@ public:
 /// actor_ref can still count a dead letter after the system is gone.
 struct system_state {
   explicit system_state(const system_config& c, actor_system* o)
-      : config(c), owner(o),
-        pool(std::in_place, c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency()), this),
-        pool_address(&*pool) {}
+      : config(c), owner(o), queues(worker_count(c)), queue_count(queues.count()),
+        pool(std::in_place, queue_count, this), pool_address(&*pool) {
+    if (queue_count > 1) monitor.emplace(pool->get_executor());
+  }
+
+  static std::uint32_t worker_count(const system_config& c) noexcept {
+    return static_cast<std::uint32_t>(c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency()));
+  }
 
   void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
@@ -90,25 +98,66 @@ struct system_state {
   std::atomic<std::size_t> refs{1};
   const system_config config;
   actor_system* owner;
+  /// One run queue per worker thread (see turn_state).
+  run_queues queues;
+  const std::uint32_t queue_count;
+  /// A request for help (an idle worker to steal) is posted and not yet run.
+  std::atomic<bool> help_requested{false};
+  run_queue* claim_queue() noexcept { return queues.claim(); }
   std::optional<system_pool> pool;
   /// Where the pool is (or was: reset at shutdown), for comparisons from any
   /// thread.
   const asio::thread_pool* const pool_address;
+  /// Looks at the run queues while work waits in them (see turn_state):
+  /// armed from the workers only, so gone before the pool is.
+  std::optional<asio::steady_timer> monitor;
+  std::atomic<bool> monitor_armed{false};
   /// Posts of actor turns into this pool still returning (a tell from a
   /// thread outside it): the pool is not destroyed before they have.
   post_counter posts;
   std::atomic<std::uint64_t> dead_letters{0};
   std::atomic<actor_id> next_id{1};
 
-  // Registry of live actors: for shutdown and live_actors().
-  std::mutex mutex;
-  std::condition_variable all_stopped;
-  cell_base* first = nullptr;
-  std::size_t live = 0;
+  // Registry of live actors, for shutdown and live_actors(): lists split by
+  // actor ID, each under a lock of its own, so spawns and stops on
+  // different threads rarely meet (and never on one system-wide lock).
+  struct alignas(64) registry_shard {
+    spinlock lock;
+    cell_base* first = nullptr;
+  };
+  static constexpr std::size_t registry_shards = 16;
+  registry_shard shards[registry_shards];
+  registry_shard& shard_of(actor_id id) noexcept { return shards[id % registry_shards]; }
+  std::atomic<std::size_t> live{0};
   /// Spawns between their check of `shutting_down` and their registration:
   /// shutdown waits for them (their constructors use the pool).
-  std::size_t spawning = 0;
-  bool shutting_down = false;
+  std::atomic<std::size_t> spawning{0};
+  std::atomic<bool> shutting_down{false};
+  /// What shutdown waits on (the last spawn under way, the last actor):
+  /// only taken once `shutting_down` is set.
+  std::mutex mutex;
+  std::condition_variable all_stopped;
+
+  /// A spawn begins: false once shutdown has begun (then nothing counted).
+  bool begin_spawn() noexcept {
+    spawning.fetch_add(1, std::memory_order_seq_cst);
+    if (!shutting_down.load(std::memory_order_seq_cst)) return true;
+    end_spawn();
+    return false;
+  }
+  void end_spawn() noexcept {
+    if (spawning.fetch_sub(1, std::memory_order_seq_cst) == 1 && shutting_down.load(std::memory_order_seq_cst))
+      wake_shutdown();
+  }
+  /// An actor left the registry.
+  void left() noexcept {
+    if (live.fetch_sub(1, std::memory_order_seq_cst) == 1 && shutting_down.load(std::memory_order_seq_cst))
+      wake_shutdown();
+  }
+  void wake_shutdown() noexcept {
+    std::lock_guard g(mutex);
+    all_stopped.notify_all();
+  }
   /// Set as `shutdown()` begins (the pool lives on until every post counted
   /// in `posts` has returned): what may arm a timer on the pool from outside
   /// its turns checks it after counting itself there.

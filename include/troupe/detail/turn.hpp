@@ -1,39 +1,82 @@
 #pragma once
 
-// Turn scheduling: which actor a worker thread runs next.
+// Turn scheduling: which actor a worker thread runs next, and when another
+// worker takes some of its work.
 
 #include <troupe/detail/after_turn.hpp>
 #include <troupe/detail/cell_base.hpp>
+#include <troupe/detail/run_queue.hpp>
 #include <troupe/detail/system_state.hpp>
 
+#include <asio/defer.hpp>
+#include <asio/post.hpp>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 namespace troupe::detail {
 
 /// What the current worker thread is doing, for scheduling decisions.
 ///
-/// An actor that a push wakes up while this thread is running another
-/// actor's turn is not posted at once: it is kept in `pending` and posted as
-/// a continuation when the turn ends, so a request and its reply are handled
-/// on one thread without a lock or a wake-up. A second wake-up, or a long run
-/// of pushes within one turn (a producer flooding a consumer), posts the
-/// pending actor to the shared queue instead, where another thread can take it.
+/// An actor that a push wakes up while this thread runs another actor's
+/// turn is not posted: it is kept in `woken`, and when the turn ends the
+/// first one woken runs next on this thread (a hand-off: no queue, no
+/// lock); the others go to this thread's run queue, as do the actors that
+/// the turn's completions wake. Actors that talk to each other so stay on
+/// one thread, in its cache.
+///
+/// Work moves to another thread only when one would otherwise idle, in
+/// two cases. A long run of pushes to a held actor within one turn (a
+/// producer flooding a consumer) moves the held actors to the run queue and
+/// posts a request for help at once: an idle worker takes it and steals,
+/// and the consumer runs in parallel with its producer. Otherwise, while
+/// work waits in a run queue, a monitor timer looks every `monitor_period`
+/// (armed by the first actor queued, on whichever worker is free): a worker
+/// that began no turn since its last look is stuck in a long one, and a
+/// queue `steal_length` long has work enough to share; either way the
+/// worker that runs the monitor steals half of the longest queue.
 struct turn_state {
   static constexpr std::uint32_t max_pending = 4;
   static constexpr std::uint32_t max_pushes_held = 16;
+  /// Hand-offs in a row before the next actor goes behind those queued.
   static constexpr std::uint32_t max_handoffs = 64;
+  /// Turns before the thread goes back to the pool's queue (timers and
+  /// completions waiting there run).
+  static constexpr std::uint32_t max_turns = 256;
+  /// A run queue this long is shared with an idle worker at the monitor's
+  /// next look.
+  static constexpr std::uint32_t steal_length = 8;
+  static constexpr std::chrono::microseconds monitor_period{1000};
 
   bool in_turn = false;
+  /// A turn or the completions it produced run on this thread: what they
+  /// wake goes to its run queue (a turn's wake-ups are held first).
+  bool holding = false;
   /// The system whose actor's turn runs (only its actors are held: an actor
   /// of another system runs on its own system's threads).
   const system_state* sys = nullptr;
   std::uint32_t pending = 0;
   std::uint32_t pushes = 0;
   cell_base* woken[max_pending];
+  /// This thread's run queue (once it ran a turn of `queue_sys`), or null.
+  run_queue* queue = nullptr;
+  const system_state* queue_sys = nullptr;
+
+  /// Takes a run queue of `s` for this thread if it is one of `s`'s
+  /// workers (once; any other thread has none).
+  void bind(system_state& s) noexcept {
+    if (queue_sys == &s) return;
+    queue_sys = &s;
+    queue = s.executor().running_in_this_thread() ? s.claim_queue() : nullptr;
+  }
 
   void hold(cell_base* c) noexcept;
-  void flush(bool continuation) noexcept;
+  /// Moves the held actors to this thread's run queue and asks for help.
+  void spill() noexcept;
+  /// Queues `c` behind this thread's work; `help`: ask an idle worker to
+  /// take some at once (else the monitor looks soon).
+  void enqueue(cell_base* c, bool help) noexcept;
 };
 inline thread_local turn_state this_turn;
 
@@ -49,47 +92,144 @@ struct running_scope {
   running_scope& operator=(const running_scope&) = delete;
 };
 
+void run_turns(cell_base* c) noexcept;
+
+inline cell_base* as_cell(run_link* l) noexcept { return static_cast<cell_base*>(l); }
+
+/// Runs the work this thread's queue holds, or work stolen from another
+/// worker's (posted as a request for help, or to resume after a yield).
+inline void drain(system_state& s) noexcept {
+  auto& t = this_turn;
+  t.bind(s);
+  cell_base* c = t.queue ? as_cell(t.queue->pop()) : nullptr;
+  if (!c) c = as_cell(s.queues.steal(t.queue));
+  if (c) run_turns(c);
+}
+
+/// Asks an idle worker of `s` to take work from the run queues (at most one
+/// request outstanding).
+inline void request_help(system_state& s) noexcept {
+  if (s.queue_count < 2 || s.help_requested.load(std::memory_order_relaxed) ||
+      s.help_requested.exchange(true, std::memory_order_acq_rel))
+    return;
+  asio::post(s.executor(), [sp = &s] {
+    sp->help_requested.store(false, std::memory_order_release);
+    drain(*sp);
+  });
+}
+
+void monitor_look(system_state& s) noexcept;
+
+/// Arms the monitor of `s` unless it is armed (worker threads only).
+inline void arm_monitor(system_state& s) noexcept {
+  if (!s.monitor || s.monitor_armed.load(std::memory_order_relaxed) ||
+      s.monitor_armed.exchange(true, std::memory_order_acq_rel))
+    return;
+  try {
+    s.monitor->expires_after(turn_state::monitor_period);
+    s.monitor->async_wait([sp = &s](std::error_code ec) {
+      if (!ec) monitor_look(*sp);
+    });
+  } catch (...) {
+    s.monitor_armed.store(false, std::memory_order_release);
+  }
+}
+
+/// The monitor's look (on a worker that is free): steals for this thread
+/// if a worker is stuck with work queued or a queue is long; looks again
+/// later while work waits.
+inline void monitor_look(system_state& s) noexcept {
+  bool share = false, waiting = false;
+  for (std::uint32_t i = 0; i < s.queues.count(); ++i) {
+    auto& q = s.queues[i];
+    const bool stuck = q.stuck_since_last_look();
+    if (const auto n = q.size(); n > 0) {
+      waiting = true;
+      share = share || stuck || n >= turn_state::steal_length;
+    }
+  }
+  s.monitor_armed.store(false, std::memory_order_release);
+  if (share)
+    drain(s);
+  else if (waiting)
+    arm_monitor(s);
+}
+
 /// Runs `c`'s turn, then the completions it produced for this pool's
 /// coroutines (`after_turn`: a reply resumes its asker here, once the
-/// replier is released); when that turn woke exactly one actor, runs that
-/// actor's turn next on this thread (a hand-off: no queue, no lock), up to
-/// `turn_state::max_handoffs` times, then posts what is pending.
+/// replier is released); then the actor that turn woke first (a hand-off),
+/// or the oldest in this thread's run queue, or one stolen from another
+/// worker's; up to `turn_state::max_turns` turns, then yields the thread.
 inline void run_turns(cell_base* c) noexcept {
   auto& t = this_turn;
   if (t.in_turn) { // nested: the outer turn posts what is pending
     if (t.sys == &c->sys()) return c->turn();
     return c->post(false); // another system's actor: on its own threads
   }
+  system_state* sys = &c->sys();
+  t.bind(*sys);
+  run_queue* q = t.queue;
   auto& later = this_after_turn;
-  for (std::uint32_t handoffs = 0;; ++handoffs) {
-    system_state* sys = &c->sys();
+  std::uint32_t handoffs = 0;
+  for (std::uint32_t turns = 1;; ++turns) {
     t.in_turn = true;
+    t.holding = true;
     t.sys = sys;
+    t.pushes = 0; // a flood is counted within one turn
+    if (q) q->count_turn();
     later.open = true;
     c->turn(); // may destroy c
     if (!later.queue.empty()) {
-      // The continuations are no actor's turn: what they wake is posted
-      // where any idle thread takes it, never held behind their work (a
-      // reply's asker may work long after its ask).
+      // What the completions wake goes to this thread's queue, and an idle
+      // worker is asked to help: a coroutine resumed here may work long
+      // after it woke them.
       t.in_turn = false;
-      t.flush(false);
       later.run(sys->executor());
     }
     later.open = false;
     t.in_turn = false;
-    if (t.pending == 1 && handoffs < turn_state::max_handoffs) {
-      c = t.woken[0];
+    t.holding = false;
+    cell_base* next = nullptr;
+    if (!q) { // a thread without a queue: the first woken next, the others posted
+      if (t.pending) next = t.woken[0];
+      for (std::uint32_t i = 1; i < t.pending; ++i) t.woken[i]->post(true);
       t.pending = 0;
+      if (!next || ++handoffs > turn_state::max_handoffs) {
+        if (next) next->post(true);
+        return;
+      }
+      c = next;
       continue;
     }
-    t.flush(true);
-    return;
+    if (t.pending) {
+      next = t.woken[0];
+      for (std::uint32_t i = 1; i < t.pending; ++i) t.enqueue(t.woken[i], false);
+      t.pending = 0;
+      if (++handoffs > turn_state::max_handoffs) { // let those queued have their turn
+        q->push(next);
+        next = nullptr;
+      }
+    }
+    if (!next) {
+      handoffs = 0;
+      next = as_cell(q->pop());
+      if (!next) next = as_cell(sys->queues.steal(q));
+      if (!next) return;
+    }
+    if (turns == turn_state::max_turns) {
+      // Back to the pool's queue for a while: what waits there runs, then
+      // this thread (or an idle one) goes on with the queue.
+      q->push(next);
+      asio::defer(sys->executor(), [sys] { drain(*sys); });
+      return;
+    }
+    c = next;
   }
 }
 
 inline void turn_state::hold(cell_base* c) noexcept {
   if (pending == max_pending) {
-    woken[0]->post(false); // the oldest goes to the shared queue
+    enqueue(woken[0], false); // the oldest goes where another thread can take it
     std::copy(woken + 1, woken + max_pending, woken);
     --pending;
   }
@@ -97,9 +237,18 @@ inline void turn_state::hold(cell_base* c) noexcept {
   pushes = 0;
 }
 
-inline void turn_state::flush(bool continuation) noexcept {
-  for (std::uint32_t i = 0; i < pending; ++i) woken[i]->post(continuation);
+inline void turn_state::spill() noexcept {
+  for (std::uint32_t i = 0; i < pending; ++i) enqueue(woken[i], true);
   pending = 0;
+}
+
+inline void turn_state::enqueue(cell_base* c, bool help) noexcept {
+  if (!queue || queue_sys != &c->sys()) return c->post(false);
+  queue->push(c);
+  if (help)
+    request_help(c->sys());
+  else
+    arm_monitor(c->sys());
 }
 
 } // namespace troupe::detail

@@ -1,10 +1,19 @@
 // Turn scheduling on its own: an actor woken during another's turn runs
-// next on the same thread; several woken ones go to the queues.
+// next on the same thread; others woken wait in the thread's run queue;
+// an idle worker steals from a busy one.
 #include <troupe/detail/turn.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <asio/post.hpp>
+
+#include <chrono>
 #include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 namespace d = troupe::detail;
@@ -14,13 +23,11 @@ namespace {
 struct fake_cell final : d::cell_base {
   explicit fake_cell(d::system_state& s) : cell_base(s, false) {}
   std::function<void()> on_turn;
-  int turns = 0, posts = 0, continuations = 0;
+  int turns = 0, posts = 0;
   void request_stop(troupe::exit_reason) override {}
   void force_stop() noexcept override {}
-  void post(bool continuation) noexcept override {
-    ++posts;
-    continuations += continuation ? 1 : 0;
-  }
+  troupe::down final_down() const override { return {}; }
+  void post(bool) noexcept override { ++posts; }
   void turn() noexcept override {
     ++turns;
     if (on_turn) on_turn();
@@ -28,8 +35,23 @@ struct fake_cell final : d::cell_base {
 };
 
 struct system_fixture {
-  d::system_state* state = new d::system_state(troupe::system_config{.threads = 1}, nullptr);
-  ~system_fixture() { state->release(); }
+  explicit system_fixture(std::size_t threads = 1)
+      : state(new d::system_state(troupe::system_config{.threads = threads}, nullptr)) {}
+  ~system_fixture() {
+    state->pool->join();
+    state->release();
+  }
+  /// Runs `f` on one of the system's worker threads and waits for it.
+  template <class F>
+  void on_worker(F f) {
+    std::promise<void> done;
+    asio::post(state->executor(), [&] {
+      f();
+      done.set_value();
+    });
+    done.get_future().get();
+  }
+  d::system_state* state;
 };
 
 } // namespace
@@ -38,30 +60,34 @@ TEST_CASE("an actor woken by a turn runs next on the same thread, without a post
   system_fixture f;
   fake_cell a(*f.state), b(*f.state);
   a.on_turn = [&] { d::this_turn.hold(&b); };
-  d::run_turns(&a);
+  f.on_worker([&] {
+    d::run_turns(&a);
+    CHECK_FALSE(d::this_turn.in_turn);
+  });
   CHECK(a.turns == 1);
   CHECK(b.turns == 1);
   CHECK(b.posts == 0);
-  CHECK_FALSE(d::this_turn.in_turn);
 }
 
-TEST_CASE("two actors woken by one turn are both posted as continuations") {
+TEST_CASE("two actors woken by one turn both run on this thread: the first next, the second from the run queue") {
   system_fixture f;
   fake_cell a(*f.state), b(*f.state), c(*f.state);
+  std::vector<int> order;
   a.on_turn = [&] {
     d::this_turn.hold(&b);
     d::this_turn.hold(&c);
   };
-  d::run_turns(&a);
-  CHECK(b.turns == 0);
-  CHECK(c.turns == 0);
-  CHECK(b.posts == 1);
-  CHECK(c.posts == 1);
-  CHECK(b.continuations == 1);
-  CHECK(d::this_turn.pending == 0);
+  b.on_turn = [&] { order.push_back(2); };
+  c.on_turn = [&] { order.push_back(3); };
+  f.on_worker([&] {
+    d::run_turns(&a);
+    CHECK(d::this_turn.pending == 0);
+  });
+  CHECK(order == std::vector<int>{2, 3});
+  CHECK(b.posts + c.posts == 0);
 }
 
-TEST_CASE("past max_pending held actors the oldest goes to the shared queue at once") {
+TEST_CASE("past max_pending held actors the oldest goes to the run queue at once") {
   system_fixture f;
   std::vector<std::unique_ptr<fake_cell>> woken;
   for (std::uint32_t i = 0; i <= d::turn_state::max_pending; ++i)
@@ -69,19 +95,87 @@ TEST_CASE("past max_pending held actors the oldest goes to the shared queue at o
   fake_cell a(*f.state);
   a.on_turn = [&] {
     for (auto& w : woken) d::this_turn.hold(w.get());
-    CHECK(woken[0]->posts == 1);         // went at once,
-    CHECK(woken[0]->continuations == 0); // to the shared queue
+    CHECK(d::this_turn.queue->size() == 1); // the oldest, where another worker may take it
   };
-  d::run_turns(&a);
-  for (std::size_t i = 1; i < woken.size(); ++i) CHECK(woken[i]->continuations == 1);
+  f.on_worker([&] { d::run_turns(&a); });
+  for (auto& w : woken) {
+    CHECK(w->turns == 1);
+    CHECK(w->posts == 0);
+  }
 }
 
-TEST_CASE("a ping-pong of hand-offs stops after max_handoffs and posts the next turn") {
+TEST_CASE("a ping-pong of hand-offs lets a queued actor run after at most max_handoffs") {
+  system_fixture f;
+  fake_cell a(*f.state), b(*f.state), c(*f.state);
+  int handoffs_before_c = -1;
+  b.on_turn = [&] {
+    if (c.turns == 0) d::this_turn.hold(&a);
+  };
+  c.on_turn = [&] { handoffs_before_c = a.turns + b.turns - 1; };
+  a.on_turn = [&, first = true]() mutable {
+    if (first) {
+      d::this_turn.hold(&b);
+      d::this_turn.hold(&c); // waits in the run queue behind b
+      first = false;
+    } else if (c.turns == 0) {
+      d::this_turn.hold(&b);
+    }
+  };
+  f.on_worker([&] { d::run_turns(&a); });
+  CHECK(c.turns == 1);
+  CHECK(handoffs_before_c <= static_cast<int>(d::turn_state::max_handoffs));
+  CHECK(a.posts + b.posts + c.posts == 0);
+}
+
+TEST_CASE("a long chain of turns yields the thread: work posted to the pool meanwhile runs before it ends") {
   system_fixture f;
   fake_cell a(*f.state), b(*f.state);
-  a.on_turn = [&] { d::this_turn.hold(&b); };
-  b.on_turn = [&] { d::this_turn.hold(&a); };
-  d::run_turns(&a);
-  CHECK(a.turns + b.turns == static_cast<int>(d::turn_state::max_handoffs) + 1);
-  CHECK(a.posts + b.posts == 1);
+  const int total = 20 * static_cast<int>(d::turn_state::max_turns);
+  std::atomic<int> turns_when_posted_ran{-1};
+  std::promise<void> done;
+  a.on_turn = [&] {
+    if (a.turns == 1)
+      asio::post(f.state->executor(), [&] { turns_when_posted_ran = a.turns + b.turns; });
+    if (a.turns + b.turns < total) d::this_turn.hold(&b);
+  };
+  b.on_turn = [&] {
+    if (a.turns + b.turns < total)
+      d::this_turn.hold(&a);
+    else
+      done.set_value();
+  };
+  asio::post(f.state->executor(), [&] { d::run_turns(&a); });
+  done.get_future().get();
+  CHECK(turns_when_posted_ran > 0);
+  CHECK(turns_when_posted_ran < total);
+}
+
+TEST_CASE("an idle worker steals from a busy one's run queue") {
+  system_fixture f(2);
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::vector<std::unique_ptr<fake_cell>> slow;
+  std::atomic<int> finished{0};
+  for (int i = 0; i < 8; ++i) {
+    auto c = std::make_unique<fake_cell>(*f.state);
+    c->on_turn = [&] {
+      {
+        std::lock_guard g(m);
+        threads.insert(std::this_thread::get_id());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // busy: the other worker is idle
+      ++finished;
+    };
+    slow.push_back(std::move(c));
+  }
+  fake_cell a(*f.state);
+  a.on_turn = [&] {
+    for (auto& c : slow) d::this_turn.hold(c.get());
+  };
+  asio::post(f.state->executor(), [&] { d::run_turns(&a); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (finished < 8 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(finished == 8);
+  CHECK(threads.size() == 2);
 }

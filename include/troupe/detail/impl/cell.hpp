@@ -239,17 +239,23 @@ void cell<T>::destroy_instance() noexcept {
 }
 
 template <class T>
-void cell<T>::finish_stop(bool keep_instance, bool registered) noexcept {
+down cell<T>::final_down() const {
   auto reason = static_cast<exit_reason>(stop_reason_.load(std::memory_order_acquire));
   if (reason != exit_reason::normal && reason != exit_reason::failure && reason != exit_reason::system_shutdown &&
       reason != exit_reason::passivated)
     reason = exit_reason::normal;
-  auto stopped = stopped_error();
+  return down{id_, reason, reason == exit_reason::failure ? failure_ : std::string{}};
+}
+
+template <class T>
+void cell<T>::finish_stop(bool keep_instance, bool registered) noexcept {
+  std::exception_ptr stopped; // built for the first ask failed, if any
   auto drop = [&](envelope_base* list) {
     std::uint64_t dead = 0;
     while (list) {
       auto* e = static_cast<envelope<T>*>(list);
       list = e->next;
+      if (!stopped && e->wants_error()) stopped = stopped_error();
       if (e->reject(stopped)) ++dead;
       e->dispose();
     }
@@ -261,9 +267,9 @@ void cell<T>::finish_stop(bool keep_instance, bool registered) noexcept {
     x->stash_tail = &x->stash_head;
     x->stashed = 0;
   }
-  if (reason == exit_reason::passivated) {
+  if (stop_reason_.load(std::memory_order_acquire) == static_cast<std::uint8_t>(exit_reason::passivated)) {
     // What waits goes to the entity's next activation (in order: what was
-    // stashed first), not to the dead letters.
+    // stashed first), not to the dead letters; the wake-up is this cell's.
     envelope_base* rest = std::exchange(cache_, nullptr);
     if (stashed) {
       envelope_base** tail = &stashed;
@@ -274,6 +280,12 @@ void cell<T>::finish_stop(bool keep_instance, bool registered) noexcept {
     envelope_base** end = &rest;
     while (*end) end = &(*end)->next;
     *end = inbox_.close();
+    for (envelope_base** at = &rest; *at;) {
+      if (*at == &wake_)
+        *at = wake_.next;
+      else
+        at = &(*at)->next;
+    }
     drop(hand_over(rest));
   } else {
     drop(stashed);
@@ -281,25 +293,28 @@ void cell<T>::finish_stop(bool keep_instance, bool registered) noexcept {
     drop(inbox_.close());
   }
   cancel_all_timers();
-  auto& x = extras();
-  x.backoff.reset();
-  x.receive.deadline.reset();
-  leave_watched();
-  {
-    std::deque<cell_extras::waiter> waiters;
+  if (auto* x = extras_if_any()) {
+    x->backoff.reset();
+    x->receive.deadline.reset();
+    leave_watched();
+  }
+  if (!keep_instance) destroy_instance();
+  if (registered) leave_registry(); // before the watchers learn of it: live_actors() agrees with them
+  // An actor that never needed its extras stops without making them; else
+  // senders waiting for room fail, and watchers are told.
+  if (cell_extras* x; !mark_stopped(x)) {
+    std::list<cell_extras::waiter> waiters;
     {
-      std::lock_guard g(x.lock);
-      x.refuse_waiters = true; // watchers are told below, with the final reason
-      waiters.swap(x.waiters);
+      std::lock_guard g(x->lock);
+      x->refuse_waiters = true;
+      waiters.swap(x->waiters);
     }
     for (auto& w : waiters) {
       static_cast<envelope<T>*>(w.env)->dispose();
       w.done(errc::actor_stopped);
     }
+    notify_watchers(*x, final_down());
   }
-  if (!keep_instance) destroy_instance();
-  if (registered) leave_registry(); // before the watchers learn of it: live_actors() agrees with them
-  notify_watchers(down{id_, reason, reason == exit_reason::failure ? failure_ : std::string{}});
   release(); // the registry's reference; may delete this
 }
 

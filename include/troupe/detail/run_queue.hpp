@@ -1,0 +1,160 @@
+#pragma once
+
+// A worker thread's queue of actors ready to run.
+
+#include <troupe/detail/spinlock.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+
+namespace troupe::detail {
+
+/// The link an actor's cell has for the run queue it waits in (at most
+/// one: an actor is scheduled once until its turn runs).
+struct run_link {
+  run_link* run_next = nullptr;
+};
+
+/// The actors a worker thread woke and will run, oldest first. Its owner
+/// pushes and pops; an idle worker steals half of it. A short lock: the
+/// owner's operations are uncontended but for a steal.
+class alignas(64) run_queue {
+public:
+  /// Returns how many wait in the queue now.
+  std::uint32_t push(run_link* c) noexcept {
+    c->run_next = nullptr;
+    std::lock_guard g(lock_);
+    if (tail_)
+      tail_->run_next = c;
+    else
+      head_ = c;
+    tail_ = c;
+    const std::uint32_t n = size_.load(std::memory_order_relaxed) + 1;
+    size_.store(n, std::memory_order_relaxed);
+    return n;
+  }
+
+  run_link* pop() noexcept {
+    if (size_.load(std::memory_order_relaxed) == 0) return nullptr;
+    std::lock_guard g(lock_);
+    run_link* c = head_;
+    if (!c) return nullptr;
+    head_ = c->run_next;
+    if (!head_) tail_ = nullptr;
+    size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    return c;
+  }
+
+  /// Takes the older half (at least one), oldest first, as a chain; `n`
+  /// receives its length.
+  run_link* take_half(std::uint32_t& n) noexcept {
+    n = 0;
+    if (size_.load(std::memory_order_relaxed) == 0) return nullptr;
+    std::lock_guard g(lock_);
+    const std::uint32_t size = size_.load(std::memory_order_relaxed);
+    if (size == 0) return nullptr;
+    n = (size + 1) / 2;
+    run_link* first = head_;
+    run_link* last = first;
+    for (std::uint32_t i = 1; i < n; ++i) last = last->run_next;
+    head_ = last->run_next;
+    if (!head_) tail_ = nullptr;
+    last->run_next = nullptr;
+    size_.store(size - n, std::memory_order_relaxed);
+    return first;
+  }
+
+  /// Appends a chain of `n` (from a steal).
+  void append(run_link* first, run_link* last, std::uint32_t n) noexcept {
+    std::lock_guard g(lock_);
+    if (tail_)
+      tail_->run_next = first;
+    else
+      head_ = first;
+    tail_ = last;
+    size_.store(size_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  /// Racy: for choosing a victim.
+  std::uint32_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
+
+  /// The owner counts its turns; the monitor compares the count with the
+  /// one it saw last, to tell a worker stuck in a long turn.
+  void count_turn() noexcept { turns_.store(turns_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  /// For the monitor (one at a time): whether no turn began since its
+  /// last look.
+  bool stuck_since_last_look() noexcept {
+    const std::uint32_t now = turns_.load(std::memory_order_relaxed);
+    return std::exchange(seen_, now) == now;
+  }
+
+private:
+  spinlock lock_;
+  std::atomic<std::uint32_t> turns_{0};
+  std::uint32_t seen_ = 0;
+  std::atomic<std::uint32_t> size_{0};
+  run_link* head_ = nullptr;
+  run_link* tail_ = nullptr;
+};
+
+/// The run queues of one system's workers.
+class run_queues {
+public:
+  explicit run_queues(std::uint32_t workers) : count_(workers), queues_(new run_queue[workers]) {}
+  ~run_queues() { delete[] queues_; }
+  run_queues(const run_queues&) = delete;
+  run_queues& operator=(const run_queues&) = delete;
+
+  std::uint32_t count() const noexcept { return count_; }
+  run_queue& operator[](std::uint32_t i) noexcept { return queues_[i]; }
+
+  /// A queue for the calling worker thread (once per thread), or null when
+  /// every one is taken (a thread that is not one of the workers).
+  run_queue* claim() noexcept {
+    const std::uint32_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    return i < count_ ? &queues_[i] : nullptr;
+  }
+
+  /// Work for `thief` (its own queue, or null): the oldest half of the
+  /// longest other queue. Returns the first to run; the rest go to
+  /// `thief`'s queue.
+  run_link* steal(run_queue* thief) noexcept {
+    run_queue* victim = nullptr;
+    std::uint32_t most = 0;
+    for (std::uint32_t i = 0; i < count_; ++i) {
+      auto& q = queues_[i];
+      if (&q == thief) continue;
+      if (auto n = q.size(); n > most) {
+        most = n;
+        victim = &q;
+      }
+    }
+    if (!victim) return nullptr;
+    std::uint32_t n = 0;
+    run_link* first = victim->take_half(n);
+    if (!first || n == 1) return first;
+    run_link* last = first->run_next;
+    for (std::uint32_t i = 2; i < n; ++i) last = last->run_next;
+    run_link* rest = first->run_next;
+    first->run_next = nullptr;
+    if (thief) {
+      thief->append(rest, last, n - 1);
+    } else { // no queue of its own: the rest goes back
+      for (run_link* c = rest; c;) {
+        run_link* following = c->run_next;
+        victim->push(c);
+        c = following;
+      }
+    }
+    return first;
+  }
+
+private:
+  const std::uint32_t count_;
+  run_queue* const queues_;
+  std::atomic<std::uint32_t> next_{0};
+};
+
+} // namespace troupe::detail
