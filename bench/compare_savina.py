@@ -1,66 +1,103 @@
 #!/usr/bin/env python3
-"""Runs troupe_bench_savina and its CAF peer in one go, prints the table
-(workload, troupe time, CAF time, ratio) and draws it as a PNG bar chart
-with gnuplot.
+"""Runs troupe_bench_savina and its CAF peer interleaved (troupe, CAF,
+troupe, CAF, ...) at each worker-thread count, prints the medians with
+their spread (lowest-highest of the repetitions) and the ratio of the
+medians, names the machine (CPU model and topology from lscpu), and draws
+the ratios as a PNG bar chart with gnuplot.
 
-    bench/compare_savina.py --build build-release [--threads 2] [--repetitions 3] [--out docs]
+    bench/compare_savina.py --build build-release [--threads 1 2] [--repetitions 5] [--out docs]
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 
-WORKLOADS = ["pingpong", "counting", "threadring", "forkjoin", "spawn", "big", "chameneos"]
+WORKLOADS = ["pingpong", "counting", "threadring", "forkjoin", "spawn", "big", "chameneos",
+             "fjcreate", "spawntree", "pipeline"]
 
 
-def run(binary, threads, repetitions, out):
+def run_once(binary, threads, out):
+    """One run of every workload (Google Benchmark picks the iterations)."""
     subprocess.run([binary, f"--threads={threads}", "--benchmark_format=console",
-                    f"--benchmark_repetitions={repetitions}", "--benchmark_report_aggregates_only=true",
                     f"--benchmark_out={out}", "--benchmark_out_format=json"],
                    check=True, stdout=sys.stderr)
     with open(out) as f:
         rows = json.load(f)["benchmarks"]
-    result = {}
-    for row in rows:
-        if row.get("run_type") == "aggregate" and row.get("aggregate_name") != "median":
-            continue
-        name = row["name"].split("/")[0]
-        result[name] = row
-    return result
+    return {row["name"].split("/")[0]: row for row in rows if row.get("run_type") == "iteration"}
+
+
+def machine():
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (FileNotFoundError, subprocess.CalledProcessError):
+        return "unknown machine (no lscpu)"
+    info = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        info[key.strip()] = value.strip()
+    return (f"{info.get('Model name', '?')}; {info.get('CPU(s)', '?')} CPUs, "
+            f"{info.get('Thread(s) per core', '?')} thread(s) per core, "
+            f"{info.get('Core(s) per socket', '?')} core(s) per socket, "
+            f"{info.get('Socket(s)', '?')} socket(s)")
+
+
+def summary(values):
+    return statistics.median(values), min(values), max(values)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build-release")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--out", default="docs")
-    ap.add_argument("--repetitions", type=int, default=3, help="runs per workload; the median is reported")
+    ap.add_argument("--repetitions", type=int, default=5, help="interleaved runs per framework and thread count")
     args = ap.parse_args()
 
     bench = os.path.join(args.build, "bench")
+    binaries = {"troupe": os.path.join(bench, "troupe_bench_savina"),
+                "caf": os.path.join(bench, "troupe_bench_savina_caf")}
+    # results[threads][framework][workload] = [items/s of each run]; memory likewise
+    results, memory = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        troupe = run(os.path.join(bench, "troupe_bench_savina"), args.threads, args.repetitions,
-                     os.path.join(tmp, "troupe.json"))
-        caf = run(os.path.join(bench, "troupe_bench_savina_caf"), args.threads, args.repetitions,
-                  os.path.join(tmp, "caf.json"))
+        for threads in args.threads:
+            results[threads] = {fw: {w: [] for w in WORKLOADS} for fw in binaries}
+            memory[threads] = {fw: [] for fw in binaries}
+            for rep in range(args.repetitions):
+                for fw, binary in binaries.items():  # interleaved: troupe, CAF, troupe, CAF, ...
+                    print(f"# {fw}, {threads} thread(s), run {rep + 1}/{args.repetitions}", file=sys.stderr)
+                    rows = run_once(binary, threads, os.path.join(tmp, f"{fw}.json"))
+                    for w in WORKLOADS:
+                        results[threads][fw][w].append(rows[w]["items_per_second"])
+                    memory[threads][fw].append(rows["spawn"].get("bytes_per_actor", 0))
 
-    lines = ["| workload | troupe (ms) | CAF (ms) | troupe msgs/s | CAF msgs/s | ratio |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [f"Machine: {machine()}.", ""]
     data = []
-    for w in WORKLOADS:
-        t, c = troupe[w], caf[w]
-        ratio = c["real_time"] / t["real_time"]
-        lines.append(f"| {w} | {t['real_time']:.0f} | {c['real_time']:.0f} | "
-                     f"{t['items_per_second'] / 1e6:.2f} M | {c['items_per_second'] / 1e6:.2f} M | {ratio:.1f}x |")
-        data.append((w, ratio))
-    mem_t = troupe["spawn"].get("bytes_per_actor", 0)
-    mem_c = caf["spawn"].get("bytes_per_actor", 0)
-    lines.append("")
-    lines.append(f"Memory per idle actor: troupe {mem_t:.0f} bytes, CAF {mem_c:.0f} bytes "
-                 f"({args.threads} worker threads; medians of {args.repetitions} runs; "
-                 f"ratio = CAF time / troupe time).")
+    for threads in args.threads:
+        lines += [f"{threads} worker thread(s), medians of {args.repetitions} interleaved runs "
+                  f"(lowest-highest), messages (or actors) per second:", "",
+                  "| workload | troupe | CAF | ratio |", "|---|---:|---:|---:|"]
+        for w in WORKLOADS:
+            t = summary(results[threads]["troupe"][w])
+            c = summary(results[threads]["caf"][w])
+            ratio = t[0] / c[0]
+            lines.append(f"| {w} | {t[0] / 1e6:.2f} M ({t[1] / 1e6:.2f}-{t[2] / 1e6:.2f}) | "
+                         f"{c[0] / 1e6:.2f} M ({c[1] / 1e6:.2f}-{c[2] / 1e6:.2f}) | {ratio:.1f}x |")
+            data.append((f"{w}/{threads}", ratio))
+        lines.append("")
+        lines.append(f"Memory per idle actor: troupe {statistics.median(memory[threads]['troupe']):.0f} bytes, "
+                     f"CAF {statistics.median(memory[threads]['caf']):.0f} bytes.")
+        lines.append("")
+    if len(args.threads) > 1:
+        lines += ["troupe with more threads against its first thread count (median items/s):", "",
+                  "| workload | " + " | ".join(f"{t} thread(s)" for t in args.threads) + " |",
+                  "|---|" + "---:|" * len(args.threads)]
+        for w in WORKLOADS:
+            base = statistics.median(results[args.threads[0]]["troupe"][w])
+            cells = [f"{statistics.median(results[t]['troupe'][w]) / base:.2f}" for t in args.threads]
+            lines.append(f"| {w} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
 
@@ -73,13 +110,14 @@ def main():
             f.write(f"{w} {r:.3f}\n")
     png = os.path.join(args.out, "savina.png")
     script = f"""
-set terminal pngcairo size 900,450 noenhanced font 'sans,11'
+set terminal pngcairo size 1200,450 noenhanced font 'sans,10'
 set output '{png}'
-set title 'troupe vs CAF 0.17: speed-up (CAF time / troupe time), {args.threads} threads'
+set title 'troupe vs CAF 0.17: speed-up (troupe msgs/s / CAF msgs/s), workload/threads'
 set style fill solid 0.8
 set boxwidth 0.6
 set yrange [0:*]
 set ylabel 'times faster than CAF'
+set xtics rotate by -45
 set grid ytics
 set key off
 plot '{dat}' using 0:2:xtic(1) with boxes lc rgb '#3b6ea8', \\
