@@ -118,11 +118,11 @@ public:
   }
 
   /// Work for `thief` (its own queue, or null): the oldest half of the
-  /// longest other queue. Returns the first to run; the rest go to
-  /// `thief`'s queue.
-  run_link* steal(run_queue* thief) noexcept {
+  /// longest other queue, if it holds at least `least`. Returns the first
+  /// to run; the rest go to `thief`'s queue.
+  run_link* steal(run_queue* thief, std::uint32_t least = 1) noexcept {
     run_queue* victim = nullptr;
-    std::uint32_t most = 0;
+    std::uint32_t most = least - 1;
     for (std::uint32_t i = 0; i < count_; ++i) {
       auto& q = queues_[i];
       if (&q == thief) continue;

@@ -27,7 +27,9 @@ namespace troupe::detail {
 /// one thread, in its cache.
 ///
 /// Work moves to another thread only when one would otherwise idle, in
-/// two cases. A long run of pushes to a held actor within one turn (a
+/// three cases. A worker out of work takes half of another's queue if it
+/// is `steal_length` long (a short one is a few actors talking to each
+/// other: left together). A long run of pushes to a held actor within one turn (a
 /// producer flooding a consumer) moves the held actors to the run queue and
 /// posts a request for help at once: an idle worker takes it and steals,
 /// and the consumer runs in parallel with its producer. Otherwise, while
@@ -145,7 +147,7 @@ inline void monitor_look(system_state& s) noexcept {
     const bool stuck = q.stuck_since_last_look();
     if (const auto n = q.size(); n > 0) {
       waiting = true;
-      share = share || stuck || n >= turn_state::steal_length;
+      share = share || stuck || (turn_state::steal_length && n >= turn_state::steal_length);
     }
   }
   s.monitor_armed.store(false, std::memory_order_release);
@@ -213,7 +215,11 @@ inline void run_turns(cell_base* c) noexcept {
     if (!next) {
       handoffs = 0;
       next = as_cell(q->pop());
-      if (!next) next = as_cell(sys->queues.steal(q));
+      // Out of work: another worker's queue is taken from only when it is
+      // long (else this thread goes idle; the monitor or a request for
+      // help brings it back): a short queue is a few actors talking to
+      // each other, faster left together on their thread.
+      if (!next) next = as_cell(sys->queues.steal(q, turn_state::steal_length));
       if (!next) return;
     }
     if (turns == turn_state::max_turns) {
