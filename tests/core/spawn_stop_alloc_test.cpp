@@ -58,13 +58,26 @@ private:
 
 } // namespace
 
-void* operator new(std::size_t n) {
+// Every form the program may use with the plain operator delete below (the
+// replacements pair malloc with free, which GCC cannot see through).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+static void* counted_new(std::size_t n) {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  return std::malloc(n ? n : 1);
+}
+void* operator new(std::size_t n) {
+  if (void* p = counted_new(n)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_new(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_new(n); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 TEST_CASE("spawning an actor, telling it once and its stop allocate the actor's cell and nothing more") {
   troupe::actor_system sys(troupe::system_config{.threads = 1});
@@ -88,7 +101,11 @@ TEST_CASE("spawning an actor, telling it once and its stop allocate the actor's 
   counting = false;
   const double per_actor = double(allocations.load()) / n;
   INFO("allocations per spawn, tell and stop: " << per_actor);
+#if defined(TROUPE_DETAIL_NO_POOL)
+  CHECK(per_actor < 2.1); // the cell and the message's envelope (no recycling pool under ASan)
+#else
   CHECK(per_actor < 1.1); // the cell (envelopes come from the recycling pool)
+#endif
 }
 
 TEST_CASE("a watch of an actor that stopped without ever needing its rarely used state is told at once") {

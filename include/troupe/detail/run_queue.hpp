@@ -25,15 +25,7 @@ public:
   /// Returns how many wait in the queue now.
   std::uint32_t push(run_link* c) noexcept {
     c->run_next = nullptr;
-    std::lock_guard g(lock_);
-    if (tail_)
-      tail_->run_next = c;
-    else
-      head_ = c;
-    tail_ = c;
-    const std::uint32_t n = size_.load(std::memory_order_relaxed) + 1;
-    size_.store(n, std::memory_order_relaxed);
-    return n;
+    return append(c, c, 1);
   }
 
   run_link* pop() noexcept {
@@ -66,15 +58,18 @@ public:
     return first;
   }
 
-  /// Appends a chain of `n` (from a steal).
-  void append(run_link* first, run_link* last, std::uint32_t n) noexcept {
+  /// Appends a chain of `n`, `first` to `last` (from a steal); returns how
+  /// many wait in the queue now.
+  std::uint32_t append(run_link* first, run_link* last, std::uint32_t n) noexcept {
     std::lock_guard g(lock_);
     if (tail_)
       tail_->run_next = first;
     else
       head_ = first;
     tail_ = last;
-    size_.store(size_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    const std::uint32_t size = size_.load(std::memory_order_relaxed) + n;
+    size_.store(size, std::memory_order_relaxed);
+    return size;
   }
 
   /// Racy: for choosing a victim.

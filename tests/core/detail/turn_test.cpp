@@ -156,6 +156,7 @@ TEST_CASE("an idle worker steals from a busy one's run queue") {
   std::set<std::thread::id> threads;
   std::vector<std::unique_ptr<fake_cell>> slow;
   std::atomic<int> finished{0};
+  std::promise<void> all_done;
   for (int i = 0; i < 8; ++i) {
     auto c = std::make_unique<fake_cell>(*f.state);
     c->on_turn = [&] {
@@ -164,7 +165,7 @@ TEST_CASE("an idle worker steals from a busy one's run queue") {
         threads.insert(std::this_thread::get_id());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20)); // busy: the other worker is idle
-      ++finished;
+      if (++finished == 8) all_done.set_value();
     };
     slow.push_back(std::move(c));
   }
@@ -173,9 +174,7 @@ TEST_CASE("an idle worker steals from a busy one's run queue") {
     for (auto& c : slow) d::this_turn.hold(c.get());
   };
   asio::post(f.state->executor(), [&] { d::run_turns(&a); });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (finished < 8 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  REQUIRE(finished == 8);
+  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  std::lock_guard g(m);
   CHECK(threads.size() == 2);
 }
