@@ -398,7 +398,6 @@ private:
   std::uint32_t incarnation_ = 0;
   restart_budget restarts_;
   troupe::supervision policy_;
-  std::string failure_;
   wake_envelope<T> wake_;
 };
 

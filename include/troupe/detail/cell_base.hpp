@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
@@ -68,6 +69,9 @@ struct cell_extras {
   bool stopped = false;        // final_down is set: watchers are told at once
   bool refuse_waiters = false; // the actor is stopping: senders no longer wait
   down final_down;
+  /// What made the actor fail (its `down`'s text), kept here: a failure is
+  /// rare, and every actor's cell would pay for the string.
+  std::string failure;
   /// The actors watching this one (`context::watch`), by watcher: a
   /// watcher that stops or unwatches takes its entry out.
   std::unordered_map<const cell_base*, unique_function<void(const down&)>> watchers;

@@ -209,7 +209,11 @@ bool cell<T>::on_failure(const std::exception_ptr& ep, bool resumable) noexcept 
       }
     }
   }
-  failure_ = what_of(ep);
+  try {
+    extras().failure = what_of(ep);
+  } catch (...) {
+    // no memory for the text: the down says failure without it
+  }
   stop_reason_.store(static_cast<std::uint8_t>(exit_reason::failure), std::memory_order_release);
   finish_stop();
   return true;
@@ -244,7 +248,8 @@ down cell<T>::final_down() const {
   if (reason != exit_reason::normal && reason != exit_reason::failure && reason != exit_reason::system_shutdown &&
       reason != exit_reason::passivated)
     reason = exit_reason::normal;
-  return down{id_, reason, reason == exit_reason::failure ? failure_ : std::string{}};
+  const cell_extras* x = extras_if_any();
+  return down{id_, reason, reason == exit_reason::failure && x ? x->failure : std::string{}};
 }
 
 template <class T>
