@@ -151,10 +151,8 @@ inline void monitor_look(system_state& s) noexcept {
     }
   }
   s.monitor_armed.store(false, std::memory_order_release);
-  if (share)
-    drain(s);
-  else if (waiting)
-    arm_monitor(s);
+  if (waiting) arm_monitor(s); // looks again while anything waits (a stuck worker's rest, say)
+  if (share) drain(s);
 }
 
 /// Runs `c`'s turn, then the completions it produced for this pool's
@@ -227,6 +225,7 @@ inline void run_turns(cell_base* c) noexcept {
       // this thread (or an idle one) goes on with the queue.
       q->push(next);
       asio::defer(sys->executor(), [sys] { drain(*sys); });
+      arm_monitor(*sys); // if another worker runs the drain and steals half, the rest is not forgotten
       return;
     }
     c = next;
