@@ -29,10 +29,10 @@ namespace troupe::detail {
 /// Work moves to another thread only when one would otherwise idle, in
 /// three cases. A worker out of work takes half of another's queue if it
 /// is `steal_length` long (a short one is a few actors talking to each
-/// other: left together). A long run of pushes to a held actor within one turn (a
-/// producer flooding a consumer) moves the held actors to the run queue and
-/// posts a request for help at once: an idle worker takes it and steals,
-/// and the consumer runs in parallel with its producer. Otherwise, while
+/// other: left together). A long run of pushes to a held actor within one
+/// turn (a producer flooding a consumer) moves the held actors to the run
+/// queue and posts a request for help at once: an idle worker takes it and
+/// steals, and the consumer runs in parallel with its producer. Otherwise, while
 /// work waits in a run queue, a monitor timer looks every `monitor_period`
 /// (armed by the first actor queued, on whichever worker is free): a worker
 /// that began no turn since its last look is stuck in a long one, and a
@@ -180,9 +180,9 @@ inline void run_turns(cell_base* c) noexcept {
     later.open = true;
     c->turn(); // may destroy c
     if (!later.queue.empty()) {
-      // What the completions wake goes to this thread's queue, and an idle
-      // worker is asked to help: a coroutine resumed here may work long
-      // after it woke them.
+      // What the completions wake goes to this thread's queue, where the
+      // monitor lets an idle worker take it if a coroutine resumed here
+      // works on long after it woke them.
       t.in_turn = false;
       later.run(sys->executor());
     }
