@@ -388,22 +388,7 @@ public:
   /// `invalid_argument` for metadata over `max_metadata_bytes`. A snapshot
   /// given without a write time (`metadata.written_ms`) gets the time of
   /// this call.
-  std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
-    if (!detail::valid_pid(pid) || !detail::valid_metadata(s.metadata)) return troupe::errc::invalid_argument;
-    auto key = detail::seq_key(detail::id_prefix(pid), s.seq);
-    std::string value;
-    if (s.metadata.written_ms == 0) {
-      auto stamped = s;
-      stamped.metadata.written_ms = troupe::detail::now_ms();
-      value = detail::encode_snapshot(stamped);
-    } else {
-      value = detail::encode_snapshot(s);
-    }
-    return writer_->run(std::string(pid), [this, key, value = std::move(value)](rocksdb::WriteBatch& b, sequence_nr) {
-      b.Put(snapshots_cf(), key, value);
-      return std::error_code{};
-    });
-  }
+  std::error_code save_snapshot(std::string_view pid, const snapshot_record& s);
 
   /// The latest snapshot matching `c`, if any. A snapshot that cannot be
   /// decoded yields `errc::corrupt_record` with only `out->seq` set (the

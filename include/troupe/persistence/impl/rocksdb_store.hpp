@@ -85,6 +85,23 @@ inline rocksdb::Status rocksdb_store::open_db(const std::vector<std::string>& ta
   return st;
 }
 
+inline std::error_code rocksdb_store::save_snapshot(std::string_view pid, const snapshot_record& s) {
+  if (!detail::valid_pid(pid) || !detail::valid_metadata(s.metadata)) return troupe::errc::invalid_argument;
+  auto key = detail::seq_key(detail::id_prefix(pid), s.seq);
+  std::string value;
+  if (s.metadata.written_ms == 0) {
+    auto stamped = s;
+    stamped.metadata.written_ms = troupe::detail::now_ms();
+    value = detail::encode_snapshot(stamped);
+  } else {
+    value = detail::encode_snapshot(s);
+  }
+  return writer_->run(std::string(pid), [this, key, value = std::move(value)](rocksdb::WriteBatch& b, sequence_nr) {
+    b.Put(snapshots_cf(), key, value);
+    return std::error_code{};
+  });
+}
+
 inline std::error_code rocksdb_store::load_snapshot(std::string_view pid, const snapshot_criteria& c,
                                                    std::optional<snapshot_record>& out) {
   out.reset();
