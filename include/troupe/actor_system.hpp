@@ -155,7 +155,6 @@ public:
     if (s.executor().running_in_this_thread())
       throw std::logic_error("troupe::actor_system::shutdown() called from one of its own threads");
     std::vector<detail::cell_base*> cells;
-    s.closing.store(true, std::memory_order_seq_cst);
     s.shutting_down.store(true, std::memory_order_seq_cst);
     {
       // A spawn past its check constructs with the pool: let it finish (it

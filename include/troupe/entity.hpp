@@ -112,7 +112,7 @@ private:
       auto& s = r->sys();
       detail::initiate_ask<T>(
           s, std::forward<Handler>(h), std::forward<M>(msg), timeout,
-          [&s] { return s.closing.load(std::memory_order_seq_cst); },
+          [&s] { return s.shutting_down.load(std::memory_order_seq_cst); },
           [r = r, key = key](auto* e) { r->deliver_ask(*key, e); });
     }
   };

@@ -391,7 +391,7 @@ private:
   /// (and the envelope rejected, `ec` set) when the system is shutting down.
   entry* find_or_add(std::string_view key, envelope<T>* e, std::error_code& ec) noexcept {
     if (auto it = entries_.find(key); it != entries_.end()) return it->second.get();
-    if (sys_->closing.load(std::memory_order_acquire)) {
+    if (sys_->shutting_down.load(std::memory_order_acquire)) {
       ec = errc::system_shutdown;
       reject_all(e, errc::system_shutdown, "the actor system is shutting down");
       return nullptr;

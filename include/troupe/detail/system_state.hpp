@@ -79,9 +79,9 @@ public:
 /// actor_ref can still count a dead letter after the system is gone.
 struct system_state {
   explicit system_state(const system_config& c, actor_system* o)
-      : config(c), owner(o), queues(worker_count(c)), queue_count(queues.count()),
-        pool(std::in_place, queue_count, this), pool_address(&*pool) {
-    if (queue_count > 1) monitor.emplace(pool->get_executor());
+      : config(c), owner(o), queues(worker_count(c)), pool(std::in_place, queues.count(), this),
+        pool_address(&*pool) {
+    if (queues.count() > 1) monitor.emplace(pool->get_executor());
   }
 
   static std::uint32_t worker_count(const system_config& c) noexcept {
@@ -100,7 +100,6 @@ struct system_state {
   actor_system* owner;
   /// One run queue per worker thread (see turn_state).
   run_queues queues;
-  const std::uint32_t queue_count;
   /// A request for help (an idle worker to steal) is posted and not yet run.
   std::atomic<bool> help_requested{false};
   run_queue* claim_queue() noexcept { return queues.claim(); }
@@ -132,6 +131,10 @@ struct system_state {
   /// Spawns between their check of `shutting_down` and their registration:
   /// shutdown waits for them (their constructors use the pool).
   std::atomic<std::size_t> spawning{0};
+  /// Set as `shutdown()` begins: no spawn starts after it; and (the pool
+  /// lives on until every post counted in `posts` has returned) what may
+  /// arm a timer on the pool from outside its turns checks it after
+  /// counting itself there.
   std::atomic<bool> shutting_down{false};
   /// What shutdown waits on (the last spawn under way, the last actor):
   /// only taken once `shutting_down` is set.
@@ -158,10 +161,6 @@ struct system_state {
     std::lock_guard g(mutex);
     all_stopped.notify_all();
   }
-  /// Set as `shutdown()` begins (the pool lives on until every post counted
-  /// in `posts` has returned): what may arm a timer on the pool from outside
-  /// its turns checks it after counting itself there.
-  std::atomic<bool> closing{false};
 
   // Completions of operations outside the system (a journal's write or
   // blocking call) that will be posted to its pool: the pool outlives them.

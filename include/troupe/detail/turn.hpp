@@ -111,7 +111,7 @@ inline void drain(system_state& s) noexcept {
 /// Asks an idle worker of `s` to take work from the run queues (at most one
 /// request outstanding).
 inline void request_help(system_state& s) noexcept {
-  if (s.queue_count < 2 || s.help_requested.load(std::memory_order_relaxed) ||
+  if (s.queues.count() < 2 || s.help_requested.load(std::memory_order_relaxed) ||
       s.help_requested.exchange(true, std::memory_order_acq_rel))
     return;
   asio::post(s.executor(), [sp = &s] {
