@@ -1,15 +1,18 @@
 #pragma once
 
-// Test helpers: waiting on events with a deadline (never sleeping).
+// Test helpers: waiting on events with a deadline (on a signal where there
+// is one; polling, with short pauses, where there is none).
 
 #include <asio/co_spawn.hpp>
 #include <asio/use_future.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
 
 namespace test {
 
@@ -53,6 +56,40 @@ private:
   std::condition_variable cv_;
   int n_;
 };
+
+/// Waits until `ready()` holds, or `limit` passes (then false). For state
+/// that nothing signals (a store, another system's counters): it yields at
+/// first, then sleeps a little longer each time, up to 1 ms, so that a
+/// sanitized build's actors get the cores.
+template <class P>
+bool eventually(P ready, std::chrono::milliseconds limit = deadline) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  std::chrono::microseconds pause{0};
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    if (pause.count() == 0)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause + 50us, 1ms);
+  }
+  return true;
+}
+
+/// Waits until `ready()` holds, or `limit` passes (then false), woken by
+/// `changed` (notified under `m` by whoever changes what `ready` reads) and
+/// at least every `recheck` (for what no notification covers).
+template <class P>
+bool eventually(P ready, std::mutex& m, std::condition_variable& changed, std::chrono::milliseconds recheck,
+                std::chrono::milliseconds limit = deadline) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::unique_lock l(m);
+    changed.wait_for(l, recheck);
+  }
+  return true;
+}
 
 /// Runs a coroutine on `ex` and waits for its result with the deadline.
 template <class Executor, class F>

@@ -130,15 +130,7 @@ private:
   bool keep_ = false;
 };
 
-template <class P>
-bool eventually(P pred, std::chrono::milliseconds d = test::deadline) {
-  const auto end = std::chrono::steady_clock::now() + d;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+using test::eventually;
 
 } // namespace
 

@@ -253,15 +253,7 @@ private:
   bool open_ = false;
 };
 
-template <class P>
-bool eventually(P pred, std::chrono::milliseconds d = 3s) {
-  const auto end = std::chrono::steady_clock::now() + d;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using test::eventually;
 
 } // namespace
 

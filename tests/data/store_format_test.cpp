@@ -30,15 +30,7 @@ fs::path format_1_store() { return fs::path(TROUPE_TEST_DATA) / "store-format-1"
 /// A copy to open: opening a store may write to it.
 void copy_store(const fs::path& to) { fs::copy(format_1_store(), to, fs::copy_options::recursive); }
 
-template <class Ready>
-bool eventually(Ready ready) {
-  const auto deadline = std::chrono::steady_clock::now() + test::deadline;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+using test::eventually;
 
 /// Captures the acknowledgements sent to one name.
 class ack_probe final : public td::endpoint {

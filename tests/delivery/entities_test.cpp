@@ -130,15 +130,7 @@ td::delivery_options quick() {
   return o;
 }
 
-template <class P>
-bool eventually(P pred, std::chrono::milliseconds d = test::deadline) {
-  const auto end = std::chrono::steady_clock::now() + d;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using test::eventually;
 
 /// One actor system over `store`, with a transport.
 struct world {

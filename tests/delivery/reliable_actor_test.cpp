@@ -276,13 +276,7 @@ struct world {
   /// every 5 ms (for what they do not see, such as the store).
   template <class P>
   bool eventually(P pred, std::chrono::milliseconds limit = test::deadline) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      std::unique_lock l(probes->m);
-      probes->changed.wait_for(l, 5ms);
-    }
-    return pred();
+    return test::eventually(pred, probes->m, probes->changed, 5ms, limit);
   }
 };
 

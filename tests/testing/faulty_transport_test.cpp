@@ -32,13 +32,7 @@ struct fixture {
   }
   template <class P>
   bool eventually(P pred) {
-    const auto stop = std::chrono::steady_clock::now() + test::deadline;
-    while (!pred())
-      if (std::chrono::steady_clock::now() > stop)
-        return false;
-      else
-        std::this_thread::yield();
-    return true;
+    return test::eventually(pred);
   }
 };
 } // namespace

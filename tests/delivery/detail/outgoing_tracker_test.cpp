@@ -87,13 +87,7 @@ struct fixture {
   /// something, and at least every 2 ms (for the store).
   template <class P>
   bool eventually(P pred) {
-    const auto end = std::chrono::steady_clock::now() + test::deadline;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > end) return false;
-      std::unique_lock l(s->m);
-      s->changed.wait_for(l, 2ms);
-    }
-    return true;
+    return test::eventually(pred, s->m, s->changed, 2ms);
   }
 
   std::size_t records(char kind) {
