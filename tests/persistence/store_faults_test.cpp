@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support.hpp"
 #include "temp_dir.hpp"
 
 #include <sys/mount.h>
@@ -102,14 +103,14 @@ std::map<std::string, std::string> snapshot_of(const fs::path& dir) {
 /// (never acknowledged, not lost either): then the next number.
 std::error_code write_once_recovered(tp::rocksdb_store& s, const std::string& pid, tp::sequence_nr seq,
                                      const std::string& payload = "payload") {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   std::error_code ec;
-  while ((ec = s.write(pid, one(seq, payload))) && std::chrono::steady_clock::now() < deadline) {
-    if (ec == tp::errc::sequence_mismatch)
-      seq = s.highest_sequence_nr(pid) + 1;
-    else
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test::eventually(
+      [&] {
+        ec = s.write(pid, one(seq, payload));
+        if (ec == tp::errc::sequence_mismatch) seq = s.highest_sequence_nr(pid) + 1;
+        return !ec;
+      },
+      std::chrono::seconds(5));
   return ec;
 }
 
