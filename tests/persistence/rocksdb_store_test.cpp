@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <rocksdb/perf_context.h>
 
+#include "../support.hpp"
 #include "temp_dir.hpp"
 
 #include <filesystem>
@@ -303,4 +304,53 @@ TEST_CASE("reads of one prefix never walk the deletions of the keys that follow 
           REQUIRE(!s.replay("aaaa", 1, tp::max_sequence_nr, 100, [&](const tp::event_record&) { ++seen; }));
         }) < 10);
   CHECK(seen == 0);
+}
+
+namespace {
+/// Writes `rounds` files into table `t`, each flushed on its own: 200
+/// records kept and 200 index entries written then deleted (the shape of
+/// the outbox: records and their pending index). Returns the files left in
+/// level 0 once RocksDB has no compaction pending or running.
+std::uint64_t level0_files_after_flushes(tp::rocksdb_store& s, tp::table t, int rounds) {
+  using tw = tp::table_write;
+  auto* cf = s.column_family(t);
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<tw> puts, erases;
+    for (int i = 0; i < 200; ++i) {
+      const auto id = std::to_string(r) + ":" + std::to_string(i);
+      puts.push_back(tw::put(t, "e" + id, std::string(100, 'x')));
+      puts.push_back(tw::put(t, "p" + id, ""));
+      erases.push_back(tw::erase(t, "p" + id));
+    }
+    REQUIRE(!s.write("", {}, puts));
+    REQUIRE(!s.write("", {}, erases));
+    REQUIRE(s.db().Flush(rocksdb::FlushOptions{}, cf).ok());
+  }
+  const auto settled = [&] {
+    std::uint64_t pending = 1, running = 1;
+    s.db().GetIntProperty(cf, "rocksdb.compaction-pending", &pending);
+    s.db().GetIntProperty("rocksdb.num-running-compactions", &running);
+    return pending == 0 && running == 0;
+  };
+  REQUIRE(test::eventually(settled, std::chrono::seconds(10)));
+  std::string files;
+  REQUIRE(s.db().GetProperty(cf, "rocksdb.num-files-at-level0", &files));
+  return std::stoull(files);
+}
+} // namespace
+
+TEST_CASE("a table with an expiry keeps its files where they are; one without compacts those heavy with deletions") {
+  // The outbox keeps finished records for a retention and deletes their
+  // pending index entries: had each of its new files been compacted for
+  // those deletions, every flush would have rewritten every record kept
+  // (a long stream of orders slowed down as its outbox grew).
+  test::temp_dir dir;
+  tp::rocksdb_store s(dir.str());
+  const auto kept = s.open_table("kept");
+  s.set_expiry(kept, [](std::string_view, std::string_view) { return std::optional<std::int64_t>{}; });
+  CHECK(level0_files_after_flushes(s, kept, 3) == 3);
+  // Short-lived records (deliveries until confirmed): a scan must not walk
+  // their deletions for long.
+  const auto brief = s.open_table("brief");
+  CHECK(level0_files_after_flushes(s, brief, 3) == 0);
 }

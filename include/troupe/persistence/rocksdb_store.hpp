@@ -34,7 +34,6 @@
 #include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
-#include <rocksdb/utilities/table_properties_collectors.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -436,11 +435,10 @@ private:
   rocksdb::ColumnFamilyOptions table_options(std::string_view name) const {
     rocksdb::ColumnFamilyOptions cf;
     cf.table_factory = table_factory_;
-    // Tables are mostly short-lived records (deliveries until confirmed,
-    // marks of work until it is done): a file with many deletions is
-    // compacted soon, so that a scan does not walk them for long.
+    // A file with many deletions is compacted soon, in a table of
+    // short-lived records (one without an expiry).
     cf.table_properties_collector_factories.push_back(
-        rocksdb::NewCompactOnDeletionCollectorFactory(128, 32, 0.3));
+        std::make_shared<detail::deletion_compaction_factory>(expiries_, std::string(name)));
     cf.memtable_insert_with_hint_prefix_extractor = detail::owner_prefix_extractor();
     cf.compaction_filter_factory = std::make_shared<detail::expiry_filter_factory>(expiries_, std::string(name));
     return cf;

@@ -2,13 +2,18 @@
 
 // Expired values of a table dropped in RocksDB's compactions
 // (`journal::set_expiry`): one filter factory per table's column family,
-// which asks the expiry the layer above gave for that table, if any.
+// which asks the expiry the layer above gave for that table, if any. And
+// which tables' files are compacted early for their deletions: those
+// without an expiry.
 
 #include <troupe/persistence/records.hpp>
 #include <troupe/detail/clock.hpp>
 
 #include <rocksdb/compaction_filter.h>
+#include <rocksdb/table_properties.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,6 +74,49 @@ public:
 private:
   std::shared_ptr<const expiries> all_;
   std::string table_;
+};
+
+/// Marks a table's new file for compaction when it is heavy with
+/// deletions (RocksDB's compact-on-deletion collector), so that a scan
+/// does not walk them for long — unless the table has an expiry. A table
+/// without one holds short-lived records (deliveries until confirmed,
+/// marks of work until it is done), and its files are mostly deletions
+/// once flushed. A table with one keeps its values for a retention (the
+/// outbox's finished records): its files also hold the deletions of what
+/// went with them (the outbox's pending index), and compacting each new
+/// file at once would rewrite every retained value, again at each flush.
+class deletion_compaction_factory final : public rocksdb::TablePropertiesCollectorFactory {
+public:
+  deletion_compaction_factory(std::shared_ptr<const expiries> all, std::string table)
+      : all_(std::move(all)), table_(std::move(table)) {}
+  rocksdb::TablePropertiesCollector*
+  CreateTablePropertiesCollector(rocksdb::TablePropertiesCollectorFactory::Context c) override {
+    try {
+      if (all_->get(table_)) return new keep_collector;
+    } catch (...) {
+      return new keep_collector; // (never out into RocksDB)
+    }
+    return on_deletions_->CreateTablePropertiesCollector(c);
+  }
+  const char* Name() const override { return "troupe.compact_on_deletions"; }
+
+private:
+  /// Collects nothing, asks for no compaction.
+  struct keep_collector final : rocksdb::TablePropertiesCollector {
+    rocksdb::Status AddUserKey(const rocksdb::Slice&, const rocksdb::Slice&, rocksdb::EntryType,
+                               rocksdb::SequenceNumber, std::uint64_t) override {
+      return rocksdb::Status::OK();
+    }
+    rocksdb::Status Finish(rocksdb::UserCollectedProperties*) override { return rocksdb::Status::OK(); }
+    rocksdb::UserCollectedProperties GetReadableProperties() const override { return {}; }
+    const char* Name() const override { return "troupe.compact_on_deletions"; }
+  };
+
+  std::shared_ptr<const expiries> all_;
+  std::string table_;
+  // A window of 128 entries with 32 deletions, or 30% of the file.
+  std::shared_ptr<rocksdb::TablePropertiesCollectorFactory> on_deletions_ =
+      rocksdb::NewCompactOnDeletionCollectorFactory(128, 32, 0.3);
 };
 
 } // namespace troupe::persistence::detail
