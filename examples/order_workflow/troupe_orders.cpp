@@ -75,6 +75,7 @@ struct args {
   long slice = 10000;    // bench: orders per reported slice
   long under_way = 1000; // bench-restart: orders left under way
   long repeat = 5;       // bench-restart: restarts measured, each from the same state
+  long warehouses = default_warehouses; // bench (it starts from an empty directory)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -82,7 +83,7 @@ struct args {
             << "usage: troupe_orders run --orders N --dir D [--seed S] [--upto M] [--arrivals R]\n"
             << "       troupe_orders verify --orders N --dir D\n"
             << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n"
-            << "       troupe_orders bench --orders N --dir D [--in-flight W] [--slice S]\n"
+            << "       troupe_orders bench --orders N --dir D [--in-flight W] [--slice S] [--warehouses K]\n"
             << "       troupe_orders bench-restart --orders F --under-way U --dir D [--repeat R]\n";
   std::exit(2);
 }
@@ -121,6 +122,8 @@ args parse(int argc, char** argv) {
         a.under_way = std::stol(v);
       else if (k == "--repeat")
         a.repeat = std::stol(v);
+      else if (k == "--warehouses" && a.command == "bench")
+        a.warehouses = std::stol(v);
       else
         usage("unknown option " + k);
     } catch (const std::logic_error&) {
@@ -128,6 +131,7 @@ args parse(int argc, char** argv) {
     }
   }
   if (a.dir.empty()) usage("--dir is required");
+  if (a.warehouses < 1) usage("--warehouses must be at least 1");
   if (a.orders < 1) usage("--orders must be at least 1");
   if (a.cycles < 0) usage("--cycles must not be negative");
   if (a.upto < 0 || a.upto > a.orders) usage("--upto must be between 1 and --orders");
@@ -232,13 +236,14 @@ public:
     dop.max_in_flight = 256;
     te::spawn_dispatcher(sys, std::move(adapters), dop);
     td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
-    sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
+    for (long w = 0; w < a.warehouses; ++w) sys.spawn<warehouse>(troupe::persistence_id{warehouse_pid(w)}, o);
     the_shop = sys.spawn<shop>(troupe::persistence_id{"shop"});
     std::function<void(order_ended)> ended = [t = track](order_ended e) { t->handle(e); };
     // Orders are entities: activated by their first message (a command, a
     // delivery, an effect's outcome), passivated once idle for a second.
     orders = td::entities<order>(sys, std::string(order_prefix), o,
-                                 troupe::entity_options{.idle_timeout = std::chrono::seconds(1)}, ended, o);
+                                 troupe::entity_options{.idle_timeout = std::chrono::seconds(1)}, ended, o,
+                                 a.warehouses);
   }
 
   /// What the last run left under way resumes; nothing else is activated.
@@ -474,6 +479,7 @@ int bench(const args& a) {
   const double rate = static_cast<double>(a.orders) / secs;
   boost::json::object summary{{"orders", a.orders},
                               {"in_flight", a.in_flight},
+                              {"warehouses", a.warehouses},
                               {"seconds", secs},
                               {"orders_per_second", rate},
                               {"first_slice_per_second", rates.front()},

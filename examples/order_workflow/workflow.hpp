@@ -135,6 +135,12 @@ inline constexpr char under_way = 'O';
 inline constexpr char needs_operator = 'F';
 inline std::string op_id(long n, const char* step) { return "order:" + std::to_string(n) + ":" + step; }
 inline long amount_of(long n) { return 1000 + n % 97; }
+/// The warehouses: order `n`'s picklist goes to `warehouse-(n % count)`.
+/// Each is one persistent actor that handles a picklist at a time (one
+/// durable write each), so their number bounds the orders per second: one
+/// alone allows about one picklist per group commit.
+inline constexpr long default_warehouses = 8;
+inline std::string warehouse_pid(long w) { return "warehouse-" + std::to_string(w); }
 
 /// Commands and queries of an order.
 struct place_order {};
@@ -159,9 +165,9 @@ public:
 
   /// An entity: its number is in its persistence ID (`order-42`).
   order(troupe::context<order> ctx, troupe::persistence_id id, std::function<void(order_ended)> ended,
-        td::delivery_options o)
-      : effectful_actor(ctx, std::move(id), o), n_(order_number(pid())), ended_(std::move(ended)),
-        work_(storage()) {}
+        td::delivery_options o, long warehouses = default_warehouses)
+      : effectful_actor(ctx, std::move(id), o), n_(order_number(pid())), warehouses_(warehouses),
+        ended_(std::move(ended)), work_(storage()) {}
 
   static void apply(order_state& s, const order_placed& e) {
     s.placed = true;
@@ -216,7 +222,7 @@ public:
         picklist list{n_, "sku-" + std::to_string(n_ % 13)};
         picklist_requested asked{n_, {}};
         auto pick_id = td::delivery_id(op_id(n_, "picklist"));
-        co_await deliver("warehouse", std::move(pick_id), list, asked);
+        co_await deliver(warehouse_pid(n_ % warehouses_), std::move(pick_id), list, asked);
       } else if (e.status == te::effect_status::failed && !state().payment_failed) {
         payment_failed f{n_, e.reason};
         co_await persist(f);
@@ -272,6 +278,7 @@ private:
   }
 
   long n_;
+  long warehouses_;
   std::function<void(order_ended)> ended_;
   tp::work_index work_;
 };
