@@ -31,7 +31,7 @@ public:
   enum class reply { sent, server_error, no_response };
 
   explicit email_service(simulator_options o = {})
-      : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync) {}
+      : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync, options_.write_ahead_log) {}
 
   reply send(const std::string& message_id, const std::string& to) {
     std::lock_guard g(m_);

@@ -51,7 +51,7 @@ public:
   static constexpr std::chrono::milliseconds never{std::chrono::hours(1)};
 
   explicit payment_gateway(simulator_options o = {})
-      : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync) {}
+      : options_(std::move(o)), rng_(options_.seed), ledger_(options_.path, options_.sync, options_.write_ahead_log) {}
 
   answer charge(const std::string& key, long amount) {
     std::lock_guard g(m_);

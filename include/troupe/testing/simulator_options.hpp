@@ -42,6 +42,12 @@ struct simulator_options {
   /// survives a crash of the process (`kill -9`), which is what the crash
   /// tests need, at a fraction of the cost.
   bool sync = true;
+  /// Off, records skip the database's write-ahead log (and `sync` has no
+  /// effect): they live in its memory tables until flushed to its files,
+  /// and a crash of the process loses what was not flushed. Only for
+  /// benchmarks, where the simulator stands in for a system on another
+  /// machine and should cost this one little.
+  bool write_ahead_log = true;
 };
 
 } // namespace troupe::testing
