@@ -64,3 +64,24 @@ TEST_CASE("a gateway with a directory keeps its ledger across a restart") {
   CHECK(g.charges("k") == 1);
   CHECK(g.all_charges() == std::map<std::string, std::uint64_t>{{"k", 1}});
 }
+
+TEST_CASE("a gateway without its write-ahead log writes none, and keeps its ledger across a clean restart") {
+  test::temp_dir dir;
+  const auto log_bytes = [&] {
+    std::uintmax_t n = 0;
+    for (const auto& f : std::filesystem::directory_iterator(dir.path))
+      if (f.path().extension() == ".log") n += f.file_size();
+    return n;
+  };
+  {
+    auto o = test::options(true, {}, dir.str(), false);
+    o.write_ahead_log = false;
+    tt::payment_gateway g(o);
+    for (int i = 0; i < 100; ++i) g.charge("k" + std::to_string(i), 3);
+    CHECK(g.charges("k7") == 1);
+    CHECK(log_bytes() == 0);
+  }
+  tt::payment_gateway g(test::options(true, {}, dir.str()));
+  CHECK(g.charges("k7") == 1);
+  CHECK(g.all_charges().size() == 100);
+}
