@@ -51,6 +51,8 @@ struct enqueued {
 };
 struct tick {};
 struct results_ready {};
+/// Told when confirmations of outcomes wait to be marked in the outbox.
+struct mark_confirmed {};
 /// Told when the pending records in memory run low: the next page.
 struct refill {};
 
@@ -196,17 +198,41 @@ public:
   }
 
   /// The owner confirmed an outcome this dispatcher reported: its record
-  /// may go once its retention has passed (the store drops it then).
-  task<> handle(delivery::confirmed c) {
+  /// may go once its retention has passed (the store drops it then). The
+  /// confirmations that arrived meanwhile are read and marked together,
+  /// with one visit to the store's thread (one each, in turn, kept every
+  /// effect behind a read of the store).
+  void handle(delivery::confirmed c) {
     auto parts = outcome_of(c.id);
-    if (!parts) co_return;
-    auto r = co_await read_record(parts->id);
-    if (!r || r->info.round != parts->round || to_string(r->info.status) != parts->status || r->confirmed ||
-        r->info.status == effect_status::pending)
-      co_return;
-    r->confirmed = true;
-    this->storage().write_later(
-        {persistence::table_write::put(shared_->outbox, detail::outbox_key(r->info.id), detail::encode(*r))});
+    if (!parts) return;
+    if (confirming_.empty()) (void)this->actor_context().self().tell(detail::mark_confirmed{});
+    confirming_.push_back(std::move(*parts));
+  }
+
+  task<> handle(detail::mark_confirmed) {
+    auto confirmed = std::exchange(confirming_, {});
+    if (confirmed.empty()) co_return;
+    // A mark lost (to a crash, or to a record that cannot be read) keeps
+    // its record, as a lost `write_later` does.
+    auto marks = co_await this->storage().async_run([this, &confirmed] {
+      std::vector<persistence::table_write> out;
+      for (const auto& c : confirmed) {
+        const auto key = detail::outbox_key(c.id);
+        try {
+          std::optional<std::string> v;
+          if (this->storage().get(shared_->outbox, key, v) || !v) continue;
+          auto r = detail::decode(c.id, *v);
+          if (r.info.round != c.round || to_string(r.info.status) != c.status || r.confirmed ||
+              r.info.status == effect_status::pending)
+            continue;
+          r.confirmed = true;
+          out.push_back(persistence::table_write::put(shared_->outbox, key, detail::encode(r)));
+        } catch (const std::exception&) {
+        }
+      }
+      return out;
+    });
+    if (!marks.empty()) this->storage().write_later(std::move(marks));
   }
 
   // -- the operator API ------------------------------------------------------------
@@ -564,6 +590,7 @@ private:
   std::unordered_map<std::string, slot> open_;         // pending
   std::set<std::pair<std::int64_t, std::string>> due_; // pending, not running, by due time
   std::unordered_set<std::string> first_;              // in doubt at start: resolved first
+  std::vector<outcome_parts> confirming_;              // confirmed outcomes, not yet marked
   std::string cursor_;      // the pending index's last key read (empty: from its start)
   bool more_ = true;        // pending records may wait in the outbox, not in memory
   bool first_pass_ = false; // the first pass through the pending index since the start
