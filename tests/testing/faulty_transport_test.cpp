@@ -30,10 +30,6 @@ struct fixture {
     for (int i = 0; i < n; ++i)
       net->send(td::message{"r", "s", td::delivery_id("d" + std::to_string(i)), "m", 1, "{}"});
   }
-  template <class P>
-  bool eventually(P pred) {
-    return test::eventually(pred);
-  }
 };
 } // namespace
 
@@ -53,12 +49,12 @@ TEST_CASE("drops lose messages, duplicates send them twice, delays hold them bac
   CHECK(f.net->message_counts().dropped == 50);
   f.net->set_message_faults({.duplicate = 1, .max_delay = 5ms});
   f.send(50);
-  CHECK(f.eventually([&] { return f.end->messages == 100; }));
+  CHECK(test::eventually([&] { return f.end->messages == 100; }));
   CHECK(f.net->message_counts().duplicated == 50);
   f.net->set_message_faults({.delay = 1, .max_delay = 20ms});
   f.send(10);
   CHECK(f.end->messages < 110); // held back
-  CHECK(f.eventually([&] { return f.end->messages == 110; }));
+  CHECK(test::eventually([&] { return f.end->messages == 110; }));
   f.net->heal();
   f.send(1);
   CHECK(f.end->messages == 111);
