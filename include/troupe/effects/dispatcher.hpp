@@ -102,6 +102,7 @@ public:
     shared_->outbox = detail::outbox_table(this->storage());
     shared_->held = detail::claims::of(ctx.system());
     auto self = ctx.self();
+    self_ = self;
     shared_->notify = [self] { (void)self.tell(detail::results_ready{}); };
     shared_->kick = [self] { (void)self.tell(detail::tick{}); };
     // Finished records whose outcome was confirmed go once their retention
@@ -123,6 +124,9 @@ public:
       shared_->results.clear();
     }
     for (auto& id : mine) shared_->held->release(id);
+    // Confirmations gathered and not yet marked go back to the mailbox: a
+    // restarted dispatcher marks them (a stopped one's mailbox is closed).
+    for (auto& id : confirming_) (void)self_.tell(delivery::confirmed{std::move(id), {}, {}});
   }
 
   /// Reads the first page of pending records (the index of pending
@@ -201,16 +205,17 @@ public:
   /// may go once its retention has passed (the store drops it then). The
   /// confirmations that arrived meanwhile are read and marked together,
   /// with one visit to the store's thread (one each, in turn, kept every
-  /// effect behind a read of the store).
+  /// effect behind a read of the store). Gathered ones outlive a restart.
   void handle(delivery::confirmed c) {
-    auto parts = outcome_of(c.id);
-    if (!parts) return;
-    if (confirming_.empty()) (void)this->actor_context().self().tell(detail::mark_confirmed{});
-    confirming_.push_back(std::move(*parts));
+    if (!outcome_of(c.id)) return;
+    if (confirming_.empty()) (void)self_.tell(detail::mark_confirmed{});
+    confirming_.push_back(std::move(c.id));
   }
 
   task<> handle(detail::mark_confirmed) {
-    auto confirmed = std::exchange(confirming_, {});
+    std::vector<outcome_parts> confirmed;
+    for (auto& id : std::exchange(confirming_, {}))
+      if (auto parts = outcome_of(id)) confirmed.push_back(std::move(*parts));
     if (confirmed.empty()) co_return;
     // A mark lost (to a crash, or to a record that cannot be read) keeps
     // its record, as a lost `write_later` does.
@@ -590,7 +595,8 @@ private:
   std::unordered_map<std::string, slot> open_;         // pending
   std::set<std::pair<std::int64_t, std::string>> due_; // pending, not running, by due time
   std::unordered_set<std::string> first_;              // in doubt at start: resolved first
-  std::vector<outcome_parts> confirming_;              // confirmed outcomes, not yet marked
+  std::vector<delivery::delivery_id> confirming_;      // confirmed outcomes, not yet marked
+  actor_ref<dispatcher> self_;
   std::string cursor_;      // the pending index's last key read (empty: from its start)
   bool more_ = true;        // pending records may wait in the outbox, not in memory
   bool first_pass_ = false; // the first pass through the pending index since the start
