@@ -237,6 +237,9 @@ public:
     te::spawn_dispatcher(sys, std::move(adapters), dop);
     td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
     for (long w = 0; w < a.warehouses; ++w) sys.spawn<warehouse>(troupe::persistence_id{warehouse_pid(w)}, o);
+    // The one warehouse of stores written before picklists were spread:
+    // it finishes what was delivered to it and redelivers what it sent.
+    sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
     the_shop = sys.spawn<shop>(troupe::persistence_id{"shop"});
     std::function<void(order_ended)> ended = [t = track](order_ended e) { t->handle(e); };
     // Orders are entities: activated by their first message (a command, a
