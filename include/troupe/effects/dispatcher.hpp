@@ -17,6 +17,7 @@
 #include <troupe/effects/operator.hpp>
 #include <troupe/effects/detail/attempt.hpp>
 #include <troupe/effects/detail/claims.hpp>
+#include <troupe/effects/detail/confirmations.hpp>
 #include <troupe/effects/detail/decide.hpp>
 #include <troupe/effects/detail/outbox.hpp>
 #include <troupe/persistence/journal.hpp>
@@ -207,36 +208,20 @@ public:
   /// with one visit to the store's thread (one each, in turn, kept every
   /// effect behind a read of the store). Gathered ones outlive a restart.
   void handle(delivery::confirmed c) {
-    if (!outcome_of(c.id)) return;
+    if (!detail::outcome_of(c.id)) return;
     if (confirming_.empty()) (void)self_.tell(detail::mark_confirmed{});
     confirming_.push_back(std::move(c.id));
   }
 
   task<> handle(detail::mark_confirmed) {
-    std::vector<outcome_parts> confirmed;
+    std::vector<detail::outcome_parts> confirmed;
     for (auto& id : std::exchange(confirming_, {}))
-      if (auto parts = outcome_of(id)) confirmed.push_back(std::move(*parts));
+      if (auto parts = detail::outcome_of(id)) confirmed.push_back(std::move(*parts));
     if (confirmed.empty()) co_return;
     // A mark lost (to a crash, or to a record that cannot be read) keeps
     // its record, as a lost `write_later` does.
-    auto marks = co_await this->storage().async_run([this, &confirmed] {
-      std::vector<persistence::table_write> out;
-      for (const auto& c : confirmed) {
-        const auto key = detail::outbox_key(c.id);
-        try {
-          std::optional<std::string> v;
-          if (this->storage().get(shared_->outbox, key, v) || !v) continue;
-          auto r = detail::decode(c.id, *v);
-          if (r.info.round != c.round || to_string(r.info.status) != c.status || r.confirmed ||
-              r.info.status == effect_status::pending)
-            continue;
-          r.confirmed = true;
-          out.push_back(persistence::table_write::put(shared_->outbox, key, detail::encode(r)));
-        } catch (const std::exception&) {
-        }
-      }
-      return out;
-    });
+    auto marks = co_await this->storage().async_run(
+        [this, &confirmed] { return detail::confirmation_marks(this->storage(), shared_->outbox, confirmed); });
     if (!marks.empty()) this->storage().write_later(std::move(marks));
   }
 
@@ -336,32 +321,6 @@ private:
   /// The ID of the delivery that tells an effect's owner its state.
   static delivery::delivery_id outcome_id(const std::string& id, std::uint32_t round, effect_status status) {
     return delivery::delivery_id::of(id, std::to_string(round), to_string(status));
-  }
-
-  struct outcome_parts {
-    std::string id;
-    std::uint32_t round = 0;
-    std::string status;
-  };
-
-  /// The parts of an `outcome_id` (none for another delivery's ID).
-  static std::optional<outcome_parts> outcome_of(const delivery::delivery_id& d) {
-    std::vector<std::string> parts(1);
-    const auto& s = d.str();
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\\' && i + 1 < s.size())
-        parts.back() += s[++i];
-      else if (s[i] == ':')
-        parts.emplace_back();
-      else
-        parts.back() += s[i];
-    }
-    if (parts.size() != 3) return std::nullopt;
-    try {
-      return outcome_parts{std::move(parts[0]), static_cast<std::uint32_t>(std::stoul(parts[1])), std::move(parts[2])};
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
   }
 
   /// The record of `id` in the store, or none.
