@@ -992,7 +992,7 @@ TEST_CASE("a delivery past its horizon is dead-lettered and never sent late, als
   // The process dies with the delivery pending, and comes back after its
   // horizon: its attempts would start again at 1.
   w.crash();
-  std::this_thread::sleep_for(120ms);
+  REQUIRE(w.eventually([&] { return troupe::detail::now_ms() > recorded + 90; })); // down past the horizon
   w.boot();
   w.net->bind("receiver", spy);
   const auto before = spy->count();
@@ -1011,6 +1011,7 @@ TEST_CASE("re-queueing a dead letter the receiver may have forgotten is refused,
   auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
   test::get(s.ask(send_item{1}, asio::use_future));
   test::get(s.ask(send_item{2}, asio::use_future));
+  const auto sent2 = troupe::detail::now_ms(); // item 2 was first recorded before this
   REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 2; }));
   CHECK(w.probes->handler_runs == 2);
   w.net->heal();
@@ -1019,7 +1020,7 @@ TEST_CASE("re-queueing a dead letter the receiver may have forgotten is refused,
   REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
   CHECK(w.probes->handler_runs == 2);
   // Later, the mark may be gone: refused, and the dead letter stays.
-  std::this_thread::sleep_for(400ms);
+  REQUIRE(w.eventually([&] { return troupe::detail::now_ms() > sent2 + 400; })); // past the retention
   CHECK_THROWS_WITH(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 2)}, asio::use_future)),
                     Catch::Contains("re-queue of sender:2 from sender to receiver refused") &&
                         Catch::Contains("keeps its dedup marks for 400 ms"));

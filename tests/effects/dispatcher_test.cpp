@@ -515,7 +515,9 @@ TEST_CASE("an outcome is redelivered to an owner that is down past the sender's 
   o.retention.completed = 1ms;
   auto d = w.dispatcher(std::move(a), o);
   w.complete_while_owner_is_down(*sc, "job:1");
-  std::this_thread::sleep_for(300ms); // well past the horizon, and past the completed record's retention
+  // Four resends (at least 8 + 16 + 32 + 32 ms with the jitter): past the
+  // horizon, and past the completed record's retention.
+  REQUIRE(w.eventually([&] { return test::get(d.ask(td::delivery_status{}, asio::use_future)).resent >= 4; }));
   CHECK(test::get(d.ask(td::list_dead_letters{}, asio::use_future)).empty());
   w.drop_expired();
   CHECK(w.record("job:1")); // not dropped: the owner has not confirmed the outcome
@@ -586,8 +588,9 @@ TEST_CASE("a dispatcher does not sweep a record whose outcome another dispatcher
   a2.add("task", queryable{other}, fast_retries());
   auto o2 = fast_dispatcher("dispatcher-2");
   o2.retention.completed = 1ms;
-  auto d2 = w.dispatcher(std::move(a2), o2);
-  std::this_thread::sleep_for(200ms);
+  auto d2 = w.dispatcher(std::move(a2), o2); // (it has loaded the record once it answers)
+  // Past the short retention of the finished record.
+  REQUIRE(w.eventually([&] { return troupe::detail::now_ms() > w.record("job:1")->finished_ms + 1; }));
   w.drop_expired();
   CHECK(w.record("job:1")); // the owner has not confirmed the outcome
   auto s = w.owner();
