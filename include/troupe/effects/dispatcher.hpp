@@ -102,10 +102,9 @@ public:
     shared_->journal = this->storage_ptr();
     shared_->outbox = detail::outbox_table(this->storage());
     shared_->held = detail::claims::of(ctx.system());
-    auto self = ctx.self();
-    self_ = self;
-    shared_->notify = [self] { (void)self.tell(detail::results_ready{}); };
-    shared_->kick = [self] { (void)self.tell(detail::tick{}); };
+    self_ = ctx.self();
+    shared_->notify = [self = self_] { (void)self.tell(detail::results_ready{}); };
+    shared_->kick = [self = self_] { (void)self.tell(detail::tick{}); };
     // Finished records whose outcome was confirmed go once their retention
     // has passed: the store drops them as it compacts.
     this->storage().set_expiry(shared_->outbox, [c = options_.retention.completed, f = options_.retention.failed](
