@@ -88,7 +88,7 @@ public:
     requires handles<T, std::decay_t<M>>
   std::error_code tell(M&& msg) const {
     detail::check_message<std::decay_t<M>>();
-    return cell_->enqueue(new detail::tell_envelope<T, std::decay_t<M>>(std::forward<M>(msg)));
+    return cell_->enqueue(cell_->template make_tell<std::decay_t<M>>(std::forward<M>(msg)));
   }
 
   /// Sends `msg` and completes with the handler's result: an Asio initiating

@@ -131,7 +131,8 @@ template <class T, class Sig>
 constexpr protocol_slot<Sig> slot_for() {
   using M = typename signature_parts<Sig>::message;
   return {[](cell_base* c, M&& m) -> std::error_code {
-            return static_cast<cell<T>*>(c)->enqueue(new tell_envelope<T, M>(std::move(m)));
+            auto* t = static_cast<cell<T>*>(c);
+            return t->enqueue(t->template make_tell<M>(std::move(m)));
           },
           [](cell_base* c, M&& m, std::chrono::nanoseconds timeout, reply_fn<typename signature_parts<Sig>::reply>&& k,
              system_state* asker) {

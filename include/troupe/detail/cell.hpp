@@ -62,6 +62,35 @@ public:
     return push(e);
   }
 
+  /// A tell of `M` to this actor, in a block near the other messages this
+  /// thread sends it (`pool::allocate_near`), unless the actor runs on
+  /// this thread anyway (its system's one worker).
+  template <class M, class A>
+  tell_envelope<T, M>* make_tell(A&& msg) {
+    using E = tell_envelope<T, M>;
+    if constexpr (alignof(E) > pool::granule) {
+      return new E(std::forward<A>(msg));
+    } else {
+      // The id is read only for a lane: it shares a line with the mailbox's
+      // head, which the receiver's thread writes.
+      void* p = pool::allocate_near(sizeof(E), reinterpret_cast<std::uintptr_t>(this), [this] {
+        return runs_here() ? pool::no_lane : static_cast<std::uint32_t>(id_ % pool::lanes);
+      });
+      try {
+        return ::new (p) E(std::forward<A>(msg));
+      } catch (...) {
+        pool::deallocate(p, sizeof(E));
+        throw;
+      }
+    }
+  }
+
+  /// Whether this thread is the one worker of this actor's system.
+  bool runs_here() const noexcept {
+    const auto& t = this_turn;
+    return t.queue && t.queue_sys == sys_ && sys_->queues.count() == 1;
+  }
+
   /// Enqueues an internal message (not bounded, not a dead letter).
   void enqueue_system(envelope<T>* e) noexcept { (void)push(e); }
 

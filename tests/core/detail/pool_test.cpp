@@ -1,9 +1,10 @@
 // The envelope pool on its own: blocks are reused within a thread and
-// handed between threads in batches.
+// handed between threads in batches; a flooding sender takes lanes.
 #include <troupe/detail/pool.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -50,4 +51,59 @@ TEST_CASE("blocks freed on one thread are reused by another after a batch has go
   CHECK(reused >= static_cast<int>(pool::batch));
 #endif
   for (auto* b : again) pool::deallocate(b, 64);
+}
+
+// Lanes: a thread that floods receivers in turn (a producer whose
+// consumers run on other threads) takes each receiver's blocks from a lane
+// of its own, so one receiver's messages lie together; a thread that frees
+// as it sends, or sends to a receiver that runs on it, reuses the block it
+// freed last.
+namespace {
+constexpr std::size_t lane_size = 32;
+constexpr std::size_t lane_cls = lane_size / pool::granule - 1;
+static_assert(lane_cls < pool::lane_classes);
+} // namespace
+
+TEST_CASE("a thread that floods receivers in turn gives each a run of blocks of its own, in the order they were freed") {
+#if !defined(TROUPE_DETAIL_NO_POOL)
+  std::thread([] {
+    constexpr std::uint32_t run = pool::lane_run;
+    std::vector<void*> blocks;
+    for (std::uint32_t i = 0; i < 2 * run; ++i) blocks.push_back(pool::allocate(lane_size));
+    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) pool::deallocate(*it, lane_size);
+    auto& c = pool::cache();
+    REQUIRE(c.head[lane_cls] == blocks.front()); // the thread's list: blocks[0], blocks[1], ...
+    c.flooding = true; // as when its list has run dry since it last freed a block
+    int a = 0, b = 0;  // two receivers, sent to in turn
+    std::vector<void*> to_a, to_b;
+    for (std::uint32_t i = 0; i < run; ++i) {
+      to_a.push_back(pool::allocate_near(lane_size, reinterpret_cast<std::uintptr_t>(&a), [] { return 0u; }));
+      to_b.push_back(pool::allocate_near(lane_size, reinterpret_cast<std::uintptr_t>(&b), [] { return 1u; }));
+    }
+    // Handed out in the order they came, `a` would have had every other block.
+    CHECK(to_a == std::vector<void*>(blocks.begin(), blocks.begin() + run));
+    CHECK(to_b == std::vector<void*>(blocks.begin() + run, blocks.end()));
+    for (auto* p : to_a) pool::deallocate(p, lane_size);
+    for (auto* p : to_b) pool::deallocate(p, lane_size);
+    CHECK_FALSE(c.flooding); // a thread that frees is not flooding
+  }).join();
+#endif
+}
+
+TEST_CASE("a thread that frees as it sends, or sends to a receiver that runs on it, reuses the block it freed last") {
+#if !defined(TROUPE_DETAIL_NO_POOL)
+  std::thread([] {
+    int r = 0;
+    const auto key = reinterpret_cast<std::uintptr_t>(&r);
+    void* m = pool::allocate(lane_size);
+    pool::deallocate(m, lane_size);
+    void* n = pool::allocate_near(lane_size, key, [] { return 3u; });
+    CHECK(n == m); // not flooding: no lane
+    pool::deallocate(n, lane_size);
+    pool::cache().flooding = true;
+    void* o = pool::allocate_near(lane_size, key + 64, [] { return pool::no_lane; });
+    CHECK(o == n); // flooding, but the receiver runs on this thread
+    pool::deallocate(o, lane_size);
+  }).join();
+#endif
 }
