@@ -83,7 +83,8 @@ struct thread_cache {
           ::operator delete(b);
         }
     for (std::size_t cls = 0; cls < classes; ++cls) {
-      while (count[cls] >= batch) give_batch(cls);
+      while (count[cls] >= batch && give_batch(cls)) {
+      }
       while (head[cls]) {
         auto* b = head[cls];
         head[cls] = b->next;
@@ -92,16 +93,23 @@ struct thread_cache {
     }
   }
 
-  void give_batch(std::size_t cls) {
+  /// Hands `batch` blocks to the shared list; false (the blocks stay
+  /// here) if there is no memory for the list's entry.
+  bool give_batch(std::size_t cls) noexcept {
     free_block* chain = head[cls];
     free_block* last = chain;
     for (std::uint32_t i = 1; i < batch; ++i) last = last->next;
+    auto& s = shared(cls);
+    std::lock_guard g(s.mutex);
+    try {
+      s.batches.push_back(chain);
+    } catch (...) {
+      return false;
+    }
     head[cls] = last->next;
     last->next = nullptr;
     count[cls] -= batch;
-    auto& s = shared(cls);
-    std::lock_guard g(s.mutex);
-    s.batches.push_back(chain);
+    return true;
   }
 
   /// Moves up to `lane_run` blocks, in the order they were freed, from
@@ -198,23 +206,21 @@ inline void deallocate(void* p, std::size_t size) noexcept {
     auto* b = static_cast<free_block*>(p);
     b->next = c.head[cls];
     c.head[cls] = b;
-    if (++c.count[cls] >= 2 * batch) {
-      try {
-        c.give_batch(cls);
-      } catch (...) {
-        // no memory for the shared list: keep the blocks here
-      }
-    }
+    if (++c.count[cls] >= 2 * batch) (void)c.give_batch(cls); // else kept here
     return;
   }
 #endif
   ::operator delete(p, size);
 }
 
-/// Base for pooled objects: class-specific new and delete.
+/// Base for pooled objects: class-specific new and delete. An over-aligned
+/// object (a message declared `alignas(32)`, say) bypasses the pool, whose
+/// blocks are aligned to `granule` only.
 struct pooled {
   static void* operator new(std::size_t size) { return allocate(size); }
   static void operator delete(void* p, std::size_t size) noexcept { deallocate(p, size); }
+  static void* operator new(std::size_t size, std::align_val_t a) { return ::operator new(size, a); }
+  static void operator delete(void* p, std::size_t size, std::align_val_t a) noexcept { ::operator delete(p, size, a); }
 };
 
 } // namespace troupe::detail::pool
