@@ -99,9 +99,9 @@ struct thread_cache {
     free_block* chain = head[cls];
     free_block* last = chain;
     for (std::uint32_t i = 1; i < batch; ++i) last = last->next;
-    auto& s = shared(cls);
-    std::lock_guard g(s.mutex);
     try {
+      auto& s = shared(cls);
+      std::lock_guard g(s.mutex);
       s.batches.push_back(chain);
     } catch (...) {
       return false;
