@@ -99,15 +99,17 @@ struct thread_cache {
     free_block* chain = head[cls];
     free_block* last = chain;
     for (std::uint32_t i = 1; i < batch; ++i) last = last->next;
+    free_block* rest = last->next;
+    last->next = nullptr; // cut before the chain is published
     try {
       auto& s = shared(cls);
       std::lock_guard g(s.mutex);
       s.batches.push_back(chain);
     } catch (...) {
+      last->next = rest;
       return false;
     }
-    head[cls] = last->next;
-    last->next = nullptr;
+    head[cls] = rest;
     count[cls] -= batch;
     return true;
   }
