@@ -321,6 +321,8 @@ public:
     if (!this_turn.in_turn || this_turn.sys != sys_) counted.emplace(sys_->posts); // maybe a thread outside the pool
     if (continuation)
       asio::post(asio::prefer(executor(), asio::execution::relationship.continuation), [this] { run(); });
+    else if (counted)
+      inject(this); // from outside this system's turns
     else
       asio::post(executor(), [this] { run(); });
   }

@@ -102,6 +102,9 @@ struct system_state {
   run_queues queues;
   /// A request for help (an idle worker to steal) is posted and not yet run.
   std::atomic<bool> help_requested{false};
+  /// Actors scheduled from outside the system's turns, newest first; a
+  /// drain is posted while the list is not empty (see `inject`).
+  std::atomic<run_link*> injected{nullptr};
   run_queue* claim_queue() noexcept { return queues.claim(); }
   std::optional<system_pool> pool;
   /// Where the pool is (or was: reset at shutdown), for comparisons from any

@@ -121,6 +121,57 @@ inline void request_help(system_state& s) noexcept {
 }
 
 void monitor_look(system_state& s) noexcept;
+inline void arm_monitor(system_state& s) noexcept;
+
+/// Runs the actors scheduled from outside the system's turns (`inject`):
+/// the oldest here, the others behind this thread's work, where another
+/// worker may take them.
+inline void drain_injected(system_state& s) noexcept {
+  run_link* newest = s.injected.exchange(nullptr, std::memory_order_acquire);
+  run_link* first = nullptr;
+  std::uint32_t n = 0;
+  for (run_link* l = newest; l; ++n) { // the list is newest first: reverse it
+    run_link* older = l->run_next;
+    l->run_next = first;
+    first = l;
+    l = older;
+  }
+  if (!first) return;
+  auto& t = this_turn;
+  t.bind(s);
+  if (run_link* rest = first->run_next) {
+    first->run_next = nullptr;
+    if (t.queue) {
+      t.queue->append(rest, newest, n - 1);
+      if (n - 1 >= turn_state::steal_length)
+        request_help(s);
+      else
+        arm_monitor(s);
+    } else { // not a worker of `s` (cannot happen: only they run its pool)
+      for (run_link* c = rest; c;) {
+        run_link* following = c->run_next;
+        as_cell(c)->post(false);
+        c = following;
+      }
+    }
+  }
+  run_turns(as_cell(first));
+}
+
+/// Schedules `c` from outside its system's turns (a thread of the program,
+/// a completion): it joins the system's list of injected actors, and only
+/// the push that finds the list empty posts a drain of it into the pool. A
+/// burst of tells from outside so costs the pool's lock and a wake-up of
+/// a worker once, not once per actor.
+inline void inject(cell_base* c) noexcept {
+  system_state& s = c->sys();
+  run_link* head = s.injected.load(std::memory_order_relaxed);
+  do {
+    c->run_next = head;
+  } while (!s.injected.compare_exchange_weak(head, c, std::memory_order_release, std::memory_order_relaxed));
+  if (!head) asio::post(s.executor(), [sp = &s] { drain_injected(*sp); });
+}
+
 
 /// Arms the monitor of `s` unless it is armed (worker threads only).
 inline void arm_monitor(system_state& s) noexcept {

@@ -178,3 +178,38 @@ TEST_CASE("an idle worker steals from a busy one's run queue") {
   std::lock_guard g(m);
   CHECK(threads.size() == 2);
 }
+
+TEST_CASE("actors scheduled from outside the turns wait in one list, then run in the order scheduled") {
+  system_fixture f;
+  std::promise<void> gate;
+  auto open = gate.get_future().share();
+  asio::post(f.state->executor(), [open] { open.wait(); }); // the one worker is busy
+  constexpr int n = 100;
+  std::vector<int> order;
+  std::promise<void> all_done;
+  std::vector<std::unique_ptr<fake_cell>> cells;
+  for (int i = 0; i < n; ++i) {
+    auto c = std::make_unique<fake_cell>(*f.state);
+    c->on_turn = [&order, &all_done, i] {
+      order.push_back(i);
+      if (i == n - 1) all_done.set_value();
+    };
+    cells.push_back(std::move(c));
+  }
+  for (auto& c : cells) d::inject(c.get());
+  // All wait in the list, newest first, for the one drain posted into the
+  // pool by the first: a burst from outside wakes a worker once.
+  int listed = 0;
+  for (auto* l = f.state->injected.load(); l; l = l->run_next) {
+    CHECK(l == cells[static_cast<std::size_t>(n - 1 - listed)].get());
+    ++listed;
+  }
+  CHECK(listed == n);
+  gate.set_value();
+  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  std::vector<int> expected(n);
+  for (int i = 0; i < n; ++i) expected[static_cast<std::size_t>(i)] = i;
+  CHECK(order == expected);
+  CHECK(f.state->injected.load() == nullptr);
+  for (auto& c : cells) CHECK(c->posts == 0);
+}
