@@ -107,7 +107,7 @@ struct cell_extras {
   } receive;
 };
 
-class cell_base : public run_link {
+class cell_base : public run_link, public pool::pooled {
 public:
   cell_base(const cell_base&) = delete;
   cell_base& operator=(const cell_base&) = delete;
