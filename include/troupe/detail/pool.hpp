@@ -56,8 +56,11 @@ struct shared_list {
   std::vector<free_block*> batches; // each a chain of `batch` blocks
 };
 
+/// Never destroyed: blocks are freed until the process ends (a global
+/// actor system shuts down in static destruction, after the statics that
+/// were first used once it was constructed are gone).
 inline shared_list& shared(std::size_t cls) {
-  static shared_list lists[classes];
+  static shared_list* const lists = new shared_list[classes];
   return lists[cls];
 }
 
@@ -90,6 +93,7 @@ struct thread_cache {
         head[cls] = b->next;
         ::operator delete(b);
       }
+      count[cls] = 0; // a block freed on this thread after this (in static destruction) starts a new list
     }
   }
 
