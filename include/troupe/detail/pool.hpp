@@ -75,8 +75,13 @@ struct thread_cache {
   /// one receiver takes neighbouring blocks from its list anyway.
   bool flooding = false;
   std::uintptr_t last_key = 0;
+  /// Set by the destructor: a block allocated or freed on this thread
+  /// after it (another thread-local's destructor, a global's in static
+  /// destruction) goes to the general allocator instead.
+  bool gone = false;
 
   ~thread_cache() {
+    gone = true;
     // A finished thread leaves its blocks to the others.
     for (std::size_t cls = 0; cls < lane_classes; ++cls)
       for (auto& l : lane[cls])
@@ -93,7 +98,6 @@ struct thread_cache {
         head[cls] = b->next;
         ::operator delete(b);
       }
-      count[cls] = 0; // a block freed on this thread after this (in static destruction) starts a new list
     }
   }
 
@@ -153,6 +157,8 @@ inline void* allocate(std::size_t size) {
   const std::size_t cls = (size + granule - 1) / granule - 1;
   if (cls < classes) {
     auto& c = cache();
+    if (c.gone) [[unlikely]]
+      return ::operator new((cls + 1) * granule);
     if (c.head[cls] || c.take_batch(cls)) {
       free_block* b = c.head[cls];
       c.head[cls] = b->next;
@@ -179,6 +185,8 @@ inline void* allocate_near(std::size_t size, std::uintptr_t key, LaneOf&& lane_o
   const std::size_t cls = (size + granule - 1) / granule - 1;
   if (cls < lane_classes) {
     auto& c = cache();
+    if (c.gone) [[unlikely]]
+      return ::operator new((cls + 1) * granule);
     std::uint32_t lane = no_lane;
     if (c.flooding && std::exchange(c.last_key, key) != key) lane = lane_of();
     free_block** from = &c.head[cls];
@@ -208,6 +216,8 @@ inline void deallocate(void* p, std::size_t size) noexcept {
   const std::size_t cls = (size + granule - 1) / granule - 1;
   if (cls < classes) {
     auto& c = cache();
+    if (c.gone) [[unlikely]]
+      return ::operator delete(p);
     c.flooding = false;
     auto* b = static_cast<free_block*>(p);
     b->next = c.head[cls];

@@ -142,11 +142,12 @@ inline void drain_injected(system_state& s) noexcept {
   if (run_link* rest = first->run_next) {
     first->run_next = nullptr;
     if (t.queue) {
+      // For any idle worker to run, as soon as it can: one is asked to
+      // take half now, and the monitor looks while any still wait behind
+      // a long turn here.
       t.queue->append(rest, newest, n - 1);
-      if (n - 1 >= turn_state::steal_length)
-        request_help(s);
-      else
-        arm_monitor(s);
+      request_help(s);
+      arm_monitor(s);
     } else { // not a worker of `s` (cannot happen: only they run its pool)
       for (run_link* c = rest; c;) {
         run_link* following = c->run_next;

@@ -213,3 +213,31 @@ TEST_CASE("actors scheduled from outside the turns wait in one list, then run in
   CHECK(f.state->injected.load() == nullptr);
   for (auto& c : cells) CHECK(c->posts == 0);
 }
+
+TEST_CASE("actors injected behind a long turn are taken by an idle worker, however many came together") {
+  system_fixture f(2);
+  constexpr int n = 10; // a batch: help is asked for, and half is taken at once
+  std::atomic<int> others_ran{0};
+  std::promise<void> all_others;
+  std::promise<bool> first_released;
+  std::vector<std::unique_ptr<fake_cell>> cells;
+  for (int i = 0; i < n; ++i) cells.push_back(std::make_unique<fake_cell>(*f.state));
+  auto others = all_others.get_future();
+  cells[0]->on_turn = [&] { // long: it waits for every other to run, on the other worker
+    first_released.set_value(others.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  };
+  for (int i = 1; i < n; ++i)
+    cells[static_cast<std::size_t>(i)]->on_turn = [&] {
+      if (++others_ran == n - 1) all_others.set_value();
+    };
+  std::promise<void> gate; // the workers are busy until all are injected
+  auto open = gate.get_future().share();
+  asio::post(f.state->executor(), [open] { open.wait(); });
+  asio::post(f.state->executor(), [open] { open.wait(); });
+  for (auto& c : cells) d::inject(c.get());
+  gate.set_value();
+  auto released = first_released.get_future();
+  REQUIRE(released.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(released.get());
+  CHECK(others_ran == n - 1);
+}
