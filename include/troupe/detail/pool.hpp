@@ -20,6 +20,7 @@
 // the receivers the sender cycles through, and each would cost the walk a
 // transfer from the sender's core. A lane holds at most `lane_run` blocks.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -54,6 +55,10 @@ struct free_block {
 struct shared_list {
   std::mutex mutex;
   std::vector<free_block*> batches; // each a chain of `batch` blocks
+  /// How many batches there are, read without the lock: a thread whose
+  /// blocks ran out (a producer flooding its consumers, every allocation
+  /// of it) does not take the lock to find the list empty.
+  std::atomic<std::size_t> available{0};
 };
 
 /// Never destroyed: blocks are freed until the process ends (a global
@@ -77,7 +82,9 @@ struct thread_cache {
   std::uintptr_t last_key = 0;
   /// Set by the destructor: a block allocated or freed on this thread
   /// after it (another thread-local's destructor, a global's in static
-  /// destruction) goes to the general allocator instead.
+  /// destruction) goes to the general allocator instead. Checked on the
+  /// slow paths only: the destructor leaves every list empty and every
+  /// count at the threshold of a hand-over.
   bool gone = false;
 
   ~thread_cache() {
@@ -98,7 +105,22 @@ struct thread_cache {
         head[cls] = b->next;
         ::operator delete(b);
       }
+      count[cls] = 2 * batch - 1; // the next free on this thread calls `overflow`
     }
+  }
+
+  /// The class's list reached two batches: one goes to the shared list.
+  /// Once the cache is gone, the block just freed goes to the general
+  /// allocator instead.
+  void overflow(std::size_t cls) noexcept {
+    if (gone) [[unlikely]] {
+      free_block* b = head[cls];
+      head[cls] = b->next;
+      --count[cls];
+      ::operator delete(b);
+      return;
+    }
+    (void)give_batch(cls); // else the blocks stay here
   }
 
   /// Hands `batch` blocks to the shared list; false (the blocks stay
@@ -113,6 +135,7 @@ struct thread_cache {
       auto& s = shared(cls);
       std::lock_guard g(s.mutex);
       s.batches.push_back(chain);
+      s.available.store(s.batches.size(), std::memory_order_relaxed);
     } catch (...) {
       last->next = rest;
       return false;
@@ -137,11 +160,15 @@ struct thread_cache {
   }
 
   bool take_batch(std::size_t cls) {
+    if (gone) [[unlikely]]
+      return false; // the callers fall back to the general allocator
     auto& s = shared(cls);
+    if (s.available.load(std::memory_order_relaxed) == 0) return false; // a batch given meanwhile waits for the next call
     std::lock_guard g(s.mutex);
     if (s.batches.empty()) return false;
     head[cls] = s.batches.back();
     s.batches.pop_back();
+    s.available.store(s.batches.size(), std::memory_order_relaxed);
     count[cls] = batch;
     return true;
   }
@@ -157,8 +184,6 @@ inline void* allocate(std::size_t size) {
   const std::size_t cls = (size + granule - 1) / granule - 1;
   if (cls < classes) {
     auto& c = cache();
-    if (c.gone) [[unlikely]]
-      return ::operator new((cls + 1) * granule);
     if (c.head[cls] || c.take_batch(cls)) {
       free_block* b = c.head[cls];
       c.head[cls] = b->next;
@@ -185,8 +210,6 @@ inline void* allocate_near(std::size_t size, std::uintptr_t key, LaneOf&& lane_o
   const std::size_t cls = (size + granule - 1) / granule - 1;
   if (cls < lane_classes) {
     auto& c = cache();
-    if (c.gone) [[unlikely]]
-      return ::operator new((cls + 1) * granule);
     std::uint32_t lane = no_lane;
     if (c.flooding && std::exchange(c.last_key, key) != key) lane = lane_of();
     free_block** from = &c.head[cls];
@@ -216,13 +239,11 @@ inline void deallocate(void* p, std::size_t size) noexcept {
   const std::size_t cls = (size + granule - 1) / granule - 1;
   if (cls < classes) {
     auto& c = cache();
-    if (c.gone) [[unlikely]]
-      return ::operator delete(p);
     c.flooding = false;
     auto* b = static_cast<free_block*>(p);
     b->next = c.head[cls];
     c.head[cls] = b;
-    if (++c.count[cls] >= 2 * batch) (void)c.give_batch(cls); // else kept here
+    if (++c.count[cls] >= 2 * batch) c.overflow(cls); // else kept here
     return;
   }
 #endif
