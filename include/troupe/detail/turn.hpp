@@ -173,7 +173,6 @@ inline void inject(cell_base* c) noexcept {
   if (!head) asio::post(s.executor(), [sp = &s] { drain_injected(*sp); });
 }
 
-
 /// Arms the monitor of `s` unless it is armed (worker threads only).
 inline void arm_monitor(system_state& s) noexcept {
   if (!s.monitor || s.monitor_armed.load(std::memory_order_relaxed) ||
