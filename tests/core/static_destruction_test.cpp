@@ -12,6 +12,8 @@
 #include <troupe/troupe.hpp>
 #include <troupe/detail/pool.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -28,9 +30,9 @@ public:
 namespace pool = troupe::detail::pool;
 constexpr std::size_t block = 48; // a class the system's own blocks do not use here
 
-/// Frees blocks on this thread in its destructor, after the pool's statics
-/// first used in main are destroyed: enough for two batches to go to a
-/// shared list, which reallocates its storage for them.
+/// Frees blocks on this thread in its destructor, after this thread's
+/// pool cache and the pool's statics first used in main are destroyed:
+/// four batches' worth (they go to the general allocator).
 struct frees_at_exit {
   std::vector<void*> blocks;
   ~frees_at_exit() {
