@@ -8,6 +8,7 @@
 #include <asio/post.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <future>
 #include <memory>
@@ -153,6 +154,7 @@ TEST_CASE("a long chain of turns yields the thread: work posted to the pool mean
 TEST_CASE("an idle worker steals from a busy one's run queue") {
   system_fixture f(2);
   std::mutex m;
+  std::condition_variable both_ran;
   std::set<std::thread::id> threads;
   std::vector<std::unique_ptr<fake_cell>> slow;
   std::atomic<int> finished{0};
@@ -161,10 +163,13 @@ TEST_CASE("an idle worker steals from a busy one's run queue") {
     auto c = std::make_unique<fake_cell>(*f.state);
     c->on_turn = [&] {
       {
-        std::lock_guard g(m);
+        // Busy until the other worker has run one of them too: only a
+        // steal from this worker's queue ends the wait before its deadline.
+        std::unique_lock l(m);
         threads.insert(std::this_thread::get_id());
+        both_ran.notify_all();
+        both_ran.wait_for(l, std::chrono::seconds(10), [&] { return threads.size() == 2; });
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // busy: the other worker is idle
       if (++finished == 8) all_done.set_value();
     };
     slow.push_back(std::move(c));
@@ -174,7 +179,7 @@ TEST_CASE("an idle worker steals from a busy one's run queue") {
     for (auto& c : slow) d::this_turn.hold(c.get());
   };
   asio::post(f.state->executor(), [&] { d::run_turns(&a); });
-  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  REQUIRE(all_done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
   std::lock_guard g(m);
   CHECK(threads.size() == 2);
 }

@@ -250,7 +250,8 @@ TEST_CASE("a tracker whose deliveries were all confirmed goes idle, and redelive
   REQUIRE(t->try_reserve(1));
   t->add_reserved(out("a"));
   t->acknowledge({"shop", "warehouse", td::delivery_id("a"), std::nullopt});
-  std::this_thread::sleep_for(20ms); // idle: nothing is due
+  // Idle: the timer's last wait ends, and none follows (nothing is due).
+  REQUIRE(f.eventually([&] { return !t->timer_waits(); }));
   const auto idle = t->stats();
   CHECK(idle.resent == 0);
   REQUIRE(t->try_reserve(1));

@@ -198,6 +198,13 @@ public:
     return outstanding_none();
   }
 
+  /// Whether its timer waits for a delivery due again (false once nothing
+  /// is unconfirmed and the last wait has ended: it wakes for nothing).
+  bool timer_waits() const {
+    std::lock_guard g(mutex_);
+    return armed_;
+  }
+
   /// The sender's mark in the work index (set while it has unconfirmed
   /// deliveries), and its clearing.
   persistence::table_write work_mark() const {
