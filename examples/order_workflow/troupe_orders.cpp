@@ -414,7 +414,7 @@ double raw_records_per_second(const fs::path& dir) {
   const auto t0 = clock_type::now();
   while (seconds_since(t0) < 1.0) {
     rocksdb::WriteBatch b;
-    for (int i = 0; i < 1000; ++i, ++n) b.Put("k" + std::to_string(n), value);
+    for (int i = 0; i < 1000; ++i, ++n) b.Put(std::to_string(n).insert(0, 1, 'k'), value);
     if (!db->Write(wo, &b).ok()) throw std::runtime_error("raw write failed");
   }
   const double rate = static_cast<double>(n) / seconds_since(t0);
@@ -438,14 +438,23 @@ int bench(const args& a) {
   long placed = 0, next_slice = a.slice, slices = 0;
   std::vector<double> rates;
   std::vector<std::future<void>> pending;
+  constexpr double mib = 1 << 20;
+  std::uint64_t compacted = 0; // bytes RocksDB's compactions wrote before this slice
   const auto report = [&](long ended) {
     const double secs = seconds_since(slice_start);
     const auto [now, peak] = rss_mib();
     const double rate = static_cast<double>(std::min(a.slice, ended - (next_slice - a.slice))) / secs;
     rates.push_back(rate);
-    boost::json::object line{{"slice", ++slices},         {"orders", ended},       {"seconds", secs},
-                             {"orders_per_second", rate}, {"rss_mib", now},        {"peak_rss_mib", peak},
-                             {"live_orders", static_cast<long>(p.orders.stats().live)}};
+    const auto written = p.store->compactions().bytes_written;
+    boost::json::object line{{"slice", ++slices},
+                             {"orders", ended},
+                             {"seconds", secs},
+                             {"orders_per_second", rate},
+                             {"rss_mib", now},
+                             {"peak_rss_mib", peak},
+                             {"live_orders", static_cast<long>(p.orders.stats().live)},
+                             {"compaction_mib", static_cast<double>(written - compacted) / mib}};
+    compacted = written;
     std::cout << boost::json::serialize(line) << std::endl;
     slice_start = clock_type::now();
   };
@@ -478,6 +487,7 @@ int bench(const args& a) {
   p.track->wait_ended(arrived_total);
   const double records = static_cast<double>(p.store->records_written()) * a.orders / static_cast<double>(arrived_total);
   const double groups = static_cast<double>(p.store->batches_written()) * a.orders / static_cast<double>(arrived_total);
+  const auto compacted_total = p.store->compactions();
   const double raw_after = raw_records_per_second(fs::path(a.dir) / "raw");
   const double raw = (raw_before + raw_after) / 2;
   const double per_order = records / static_cast<double>(a.orders);
@@ -498,6 +508,9 @@ int bench(const args& a) {
                               {"raw_after", raw_after},
                               {"raw_limit_orders_per_second", raw / per_order},
                               {"of_raw_limit", rate / (raw / per_order)},
+                              {"compactions", compacted_total.compactions},
+                              {"compaction_read_mib", static_cast<double>(compacted_total.bytes_read) / mib},
+                              {"compaction_written_mib", static_cast<double>(compacted_total.bytes_written) / mib},
                               {"peak_rss_mib", rss_mib().second}};
   std::cout << boost::json::serialize(summary) << std::endl;
   return 0;

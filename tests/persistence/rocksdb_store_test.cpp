@@ -354,3 +354,17 @@ TEST_CASE("a table with an expiry keeps its files where they are; one without co
   const auto brief = s.open_table("brief");
   CHECK(level0_files_after_flushes(s, brief, 3) == 0);
 }
+
+TEST_CASE("the store counts its compactions and the bytes they read and wrote") {
+  test::temp_dir dir;
+  tp::rocksdb_store s(dir.str());
+  CHECK(s.compactions().compactions == 0);
+  const auto t = s.open_table("t");
+  for (int i = 0; i < 100; ++i)
+    REQUIRE(!s.write("", {}, {tp::table_write::put(t, "k" + std::to_string(i), std::string(100, 'v'))}));
+  REQUIRE(!s.drop_expired(t)); // flushes, then compacts
+  const auto c = s.compactions();
+  CHECK(c.compactions >= 1);
+  CHECK(c.bytes_read > 0);
+  CHECK(c.bytes_written > 0);
+}

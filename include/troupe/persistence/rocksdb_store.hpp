@@ -11,6 +11,7 @@
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/rocksdb_options.hpp>
 #include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/compaction_counter.hpp>
 #include <troupe/persistence/detail/group_writer.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/detail/memtable_hints.hpp>
@@ -418,31 +419,29 @@ public:
   /// `rocksdb_options::id_cache` between groups). Approximate while writes
   /// run; for tests and monitoring.
   std::size_t cached_ids() const noexcept { return writer_->cached_ids(); }
+  /// RocksDB's compactions of the store's files since it was opened: how
+  /// many, and the bytes they read and wrote.
+  compaction_totals compactions() const noexcept { return compactions_->totals(); }
 
 private:
+  /// Level 1 of every column family at half of `write_buffers` (at least
+  /// 4 MiB), in files of a quarter of that. RocksDB's defaults (256 MiB in
+  /// 64 MiB files) suit a 64 MiB memtable per column family; here the
+  /// memtables share `write_buffers`, level 0 is compacted at about 20 MB,
+  /// and level 1, one file until it reached 64 MiB, was rewritten whole by
+  /// every such compaction (each flush of the journal spans its lowest to
+  /// its highest persistence ID): the bytes compacted per order grew with
+  /// the orders stored.
+  rocksdb::ColumnFamilyOptions sized_levels() const;
+
   /// The journal's memtable inserts with a hint per persistence ID (an ID's
   /// events are appended after its previous one); a write-path setting only.
-  rocksdb::ColumnFamilyOptions own_options(std::string_view name) const {
-    rocksdb::ColumnFamilyOptions cf;
-    cf.table_factory = table_factory_;
-    if (name == "journal") cf.memtable_insert_with_hint_prefix_extractor = detail::id_prefix_extractor();
-    return cf;
-  }
+  rocksdb::ColumnFamilyOptions own_options(std::string_view name) const;
 
   /// Tables insert with a hint per owner, for keys that start with a
   /// length-prefixed name (keys of other shapes get none), and drop what
   /// has expired when they are compacted (`set_expiry`).
-  rocksdb::ColumnFamilyOptions table_options(std::string_view name) const {
-    rocksdb::ColumnFamilyOptions cf;
-    cf.table_factory = table_factory_;
-    // A file with many deletions is compacted soon, in a table of
-    // short-lived records (one without an expiry).
-    cf.table_properties_collector_factories.push_back(
-        std::make_shared<detail::deletion_compaction_factory>(expiries_, std::string(name)));
-    cf.memtable_insert_with_hint_prefix_extractor = detail::owner_prefix_extractor();
-    cf.compaction_filter_factory = std::make_shared<detail::expiry_filter_factory>(expiries_, std::string(name));
-    return cf;
-  }
+  rocksdb::ColumnFamilyOptions table_options(std::string_view name) const;
 
   rocksdb::WriteOptions write_options() const {
     rocksdb::WriteOptions wo;
@@ -547,6 +546,7 @@ private:
   std::string registered_; // in detail::open_stores
   std::unique_ptr<rocksdb::Env> env_; // over options_.file_system
   std::shared_ptr<detail::store_logger> logger_;
+  std::shared_ptr<detail::compaction_counter> compactions_ = std::make_shared<detail::compaction_counter>();
   detail::failure_note failures_;
   detail::live_ids live_ids_;
   std::vector<std::string> salvaged_;
@@ -565,21 +565,7 @@ private:
   // much is stored.
   std::shared_ptr<rocksdb::TableFactory> table_factory_ = make_table_factory(options_.block_cache);
 
-  static std::shared_ptr<rocksdb::TableFactory> make_table_factory(std::size_t cache_bytes) {
-    rocksdb::BlockBasedTableOptions t;
-    t.block_cache = rocksdb::NewLRUCache(cache_bytes);
-    // Two-level indexes and partitioned filters: only their top levels stay
-    // in memory, the partitions go through the cache with the data.
-    t.index_type = rocksdb::BlockBasedTableOptions::IndexType::kTwoLevelIndexSearch;
-    t.partition_filters = true;
-    t.cache_index_and_filter_blocks = true;
-    t.pin_top_level_index_and_filter = true;
-    t.pin_l0_filter_and_index_blocks_in_cache = true;
-    // A get of a key that is not there (a delivery's first arrival looking
-    // for its dedup mark) mostly reads no block.
-    t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    return std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(t));
-  }
+  static std::shared_ptr<rocksdb::TableFactory> make_table_factory(std::size_t cache_bytes);
   std::optional<detail::group_writer> writer_;
 };
 

@@ -58,9 +58,54 @@ inline void rocksdb_store::open() {
   writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
 }
 
+inline rocksdb::ColumnFamilyOptions rocksdb_store::sized_levels() const {
+  rocksdb::ColumnFamilyOptions cf;
+  if (options_.write_buffers == 0) return cf;
+  const std::uint64_t level1 = std::max<std::uint64_t>(options_.write_buffers / 2, 4u << 20);
+  cf.max_bytes_for_level_base = level1;
+  cf.target_file_size_base = level1 / 4;
+  return cf;
+}
+
+inline rocksdb::ColumnFamilyOptions rocksdb_store::own_options(std::string_view name) const {
+  auto cf = sized_levels();
+  cf.table_factory = table_factory_;
+  if (name == "journal") cf.memtable_insert_with_hint_prefix_extractor = detail::id_prefix_extractor();
+  return cf;
+}
+
+inline rocksdb::ColumnFamilyOptions rocksdb_store::table_options(std::string_view name) const {
+  auto cf = sized_levels();
+  cf.table_factory = table_factory_;
+  // A file with many deletions is compacted soon, in a table of
+  // short-lived records (one without an expiry).
+  cf.table_properties_collector_factories.push_back(
+      std::make_shared<detail::deletion_compaction_factory>(expiries_, std::string(name)));
+  cf.memtable_insert_with_hint_prefix_extractor = detail::owner_prefix_extractor();
+  cf.compaction_filter_factory = std::make_shared<detail::expiry_filter_factory>(expiries_, std::string(name));
+  return cf;
+}
+
+inline std::shared_ptr<rocksdb::TableFactory> rocksdb_store::make_table_factory(std::size_t cache_bytes) {
+  rocksdb::BlockBasedTableOptions t;
+  t.block_cache = rocksdb::NewLRUCache(cache_bytes);
+  // Two-level indexes and partitioned filters: only their top levels stay
+  // in memory, the partitions go through the cache with the data.
+  t.index_type = rocksdb::BlockBasedTableOptions::IndexType::kTwoLevelIndexSearch;
+  t.partition_filters = true;
+  t.cache_index_and_filter_blocks = true;
+  t.pin_top_level_index_and_filter = true;
+  t.pin_l0_filter_and_index_blocks_in_cache = true;
+  // A get of a key that is not there (a delivery's first arrival looking
+  // for its dedup mark) mostly reads no block.
+  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  return std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(t));
+}
+
 inline rocksdb::Status rocksdb_store::open_db(const std::vector<std::string>& tables, bool first) {
   auto o = db_options();
   o.info_log = logger_;
+  o.listeners.push_back(compactions_);
   o.create_if_missing = options_.create_if_missing;
   o.create_missing_column_families = true;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
