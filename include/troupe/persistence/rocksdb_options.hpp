@@ -27,9 +27,10 @@ struct rocksdb_options {
   /// table share, in bytes: once they hold this much, RocksDB flushes the
   /// largest. The store's memory then stays bounded however many tables it
   /// has and however long it runs (0: RocksDB's default, 64 MiB per column
-  /// family). Level 1 of each column family holds half of it (at least
-  /// 4 MiB), so that a compaction from level 0 rewrites about as much as
-  /// it brings (docs/storage.md).
+  /// family, and its level sizes). Level 1 of each column family holds
+  /// half of it (at least 4 MiB), in files of a quarter of that, so that a
+  /// compaction from level 0 rewrites about as much as it brings
+  /// (docs/storage.md).
   std::size_t write_buffers = 64u << 20;
   /// The block cache every column family shares, in bytes; it also holds
   /// the partitions of the files' indexes and filters, so that they do not

@@ -419,19 +419,22 @@ public:
   /// `rocksdb_options::id_cache` between groups). Approximate while writes
   /// run; for tests and monitoring.
   std::size_t cached_ids() const noexcept { return writer_->cached_ids(); }
-  /// RocksDB's compactions of the store's files since it was opened: how
-  /// many, and the bytes they read and wrote.
+  /// RocksDB's compactions of the store's files since it was opened (and
+  /// across its reopens after failures): how many, including moves of a
+  /// file to the next level that read and write nothing, and the bytes
+  /// they read and wrote.
   compaction_totals compactions() const noexcept { return compactions_->totals(); }
 
 private:
   /// Level 1 of every column family at half of `write_buffers` (at least
-  /// 4 MiB), in files of a quarter of that. RocksDB's defaults (256 MiB in
-  /// 64 MiB files) suit a 64 MiB memtable per column family; here the
-  /// memtables share `write_buffers`, level 0 is compacted at about 20 MB,
-  /// and level 1, one file until it reached 64 MiB, was rewritten whole by
-  /// every such compaction (each flush of the journal spans its lowest to
-  /// its highest persistence ID): the bytes compacted per order grew with
-  /// the orders stored.
+  /// 4 MiB), in files of a quarter of that (RocksDB's sizes when it is 0).
+  /// The memtables share `write_buffers`, so level 0 is compacted at about
+  /// 20 MB, and each flush of the journal spans its lowest to its highest
+  /// persistence ID: every compaction from level 0 rewrites all of level 1,
+  /// whose size caps the cost. RocksDB's default (256 MiB in 64 MiB files,
+  /// for a 64 MiB memtable per column family) was one file that grew with
+  /// the history. Small files let a compaction into level 2 take one
+  /// narrow file (recent orders) and the few below it.
   rocksdb::ColumnFamilyOptions sized_levels() const;
 
   /// The journal's memtable inserts with a hint per persistence ID (an ID's
