@@ -299,12 +299,15 @@ inline void turn_state::spill() noexcept {
 }
 
 inline void turn_state::enqueue(cell_base* c, bool help) noexcept {
-  if (!queue || queue_sys != &c->sys()) return c->post(false);
+  // Read before the push: once queued, another worker may take `c`, run
+  // its last turn and free it.
+  system_state& s = c->sys();
+  if (!queue || queue_sys != &s) return c->post(false);
   queue->push(c);
   if (help)
-    request_help(c->sys());
+    request_help(s);
   else
-    arm_monitor(c->sys());
+    arm_monitor(s);
 }
 
 } // namespace troupe::detail
