@@ -97,11 +97,7 @@ TEST_CASE("a reentrant handler taking its told message by const& sees it alive")
   auto a = sys.spawn<by_ref_reentrant>();
   REQUIRE_FALSE(a.tell(tracked_msg{1}));
   std::vector<bool> seen;
-  const auto until = std::chrono::steady_clock::now() + test::deadline;
-  while ((seen = test::get(a.ask(alive_query{}, asio::use_future))).empty()) {
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(1ms);
-  }
+  REQUIRE(test::eventually([&] { return !(seen = test::get(a.ask(alive_query{}, asio::use_future))).empty(); }));
   CHECK(seen == std::vector<bool>{true}); // current code: {false}: the envelope was disposed
 }
 
@@ -173,11 +169,7 @@ TEST_CASE("a reentrant handler's first step runs before the messages sent after 
   REQUIRE_FALSE(a.tell(rf_step{}));
   REQUIRE_FALSE(a.tell(rf_plain{}));
   gate->count_down();
-  const auto until = std::chrono::steady_clock::now() + test::deadline;
-  while (log->snapshot().size() < 2) {
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(1ms);
-  }
+  REQUIRE(test::eventually([&] { return log->snapshot().size() >= 2; }));
   CHECK(log->snapshot() == std::vector<std::string>{"step", "plain"}); // before the fix: {"plain", "step"}
 }
 
