@@ -5,12 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <future>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace pool = troupe::detail::pool;
@@ -153,4 +155,23 @@ TEST_CASE("a thread whose blocks ran out finds the shared list empty without tak
   CHECK(allocated.get());
   CHECK(without_waiting); // it did not wait for the lock
 #endif
+}
+
+TEST_CASE("every block, new or reused, from a thread's list or from a lane, is aligned for any fundamental type") {
+  constexpr auto align = alignof(std::max_align_t);
+  auto aligned = [](void* p) { return reinterpret_cast<std::uintptr_t>(p) % align == 0; };
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  for (int round = 0; round < 3; ++round) { // new blocks, then blocks taken back from the lists
+    for (std::size_t size = 1; size <= 300; ++size) {
+      void* p = pool::allocate(size);
+      CHECK(aligned(p));
+      blocks.emplace_back(p, size);
+      // Receivers in turn, as a flooding sender's messages: blocks from lanes.
+      void* q = pool::allocate_near(size, size % 7, [size] { return static_cast<std::uint32_t>(size % 3); });
+      CHECK(aligned(q));
+      blocks.emplace_back(q, size);
+    }
+    for (auto [p, size] : blocks) pool::deallocate(p, size);
+    blocks.clear();
+  }
 }
