@@ -174,6 +174,24 @@ public:
 
   long ended_this_run() const { return ended_.load(std::memory_order_relaxed); }
 
+  /// A long-lived actor (a warehouse, the shop) recovered, replaying
+  /// `events` events.
+  void recovered(std::uint64_t events) {
+    {
+      std::lock_guard g(m_);
+      replayed_ += events;
+      ++recovered_;
+    }
+    cv_.notify_all();
+  }
+  /// The events replayed once `n` long-lived actors have recovered (or
+  /// `limit` passed).
+  std::uint64_t replayed(long n, std::chrono::milliseconds limit) {
+    std::unique_lock l(m_);
+    cv_.wait_for(l, limit, [&] { return recovered_ >= n; });
+    return replayed_;
+  }
+
   /// Waits until at least `n` orders ended in this run (or `limit` passed).
   void wait_ended(long n, std::chrono::milliseconds limit = std::chrono::hours(24)) {
     std::unique_lock l(m_);
@@ -201,6 +219,8 @@ public:
 private:
   bool show_;
   std::atomic<long> ended_{0}, complete_{0};
+  std::uint64_t replayed_ = 0; // under m_
+  long recovered_ = 0;
   std::mutex m_;
   std::condition_variable cv_;
   long expected_ = 0;
@@ -236,11 +256,22 @@ public:
     dop.max_in_flight = 256;
     te::spawn_dispatcher(sys, std::move(adapters), dop);
     td::delivery_options o; // defaults: 200 ms first redelivery, 24 h dedup retention
-    for (long w = 0; w < a.warehouses; ++w) sys.spawn<warehouse>(troupe::persistence_id{warehouse_pid(w)}, o);
+    // The warehouses and the shop live as long as the process: what their
+    // recoveries replay is counted (`events_replayed_at_start`).
+    tp::persistence_options long_lived_options;
+    long_lived_options.snapshots = warehouse_snapshots();
+    long_lived_options.on_recovery_progress = [t = track](const tp::recovery_progress& r) {
+      if (r.done) t->recovered(r.events_read);
+    };
+    for (long w = 0; w < a.warehouses; ++w)
+      sys.spawn<warehouse>(troupe::persistence_id{warehouse_pid(w)}, o, long_lived_options);
     // The one warehouse of stores written before picklists were spread:
     // it finishes what was delivered to it and redelivers what it sent.
-    sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o);
-    the_shop = sys.spawn<shop>(troupe::persistence_id{"shop"});
+    sys.spawn<warehouse>(troupe::persistence_id{"warehouse"}, o, long_lived_options);
+    tp::persistence_options shop_options;
+    shop_options.on_recovery_progress = long_lived_options.on_recovery_progress;
+    the_shop = sys.spawn<shop>(troupe::persistence_id{"shop"}, shop_options);
+    long_lived = a.warehouses + 2;
     std::function<void(order_ended)> ended = [t = track](order_ended e) { t->handle(e); };
     // Orders are entities: activated by their first message (a command, a
     // delivery, an effect's outcome), passivated once idle for a second.
@@ -311,6 +342,7 @@ public:
   std::shared_ptr<tp::journal_of<tp::rocksdb_store>> journal;
   troupe::actor_ref<shop> the_shop;
   troupe::entity_region<order> orders;
+  long long_lived = 0; // warehouses and the shop
 };
 
 int run(const args& a) {
@@ -378,6 +410,8 @@ int run(const args& a) {
                               {"seconds", secs},
                               {"orders_per_second", secs > 0 ? done_now / secs : 0.0},
                               {"recovery_ms", static_cast<long>(recovery_s * 1000)},
+                              {"open_ms", static_cast<long>(opened_s * 1000)},
+                              {"events_replayed_at_start", p.track->replayed(p.long_lived, std::chrono::minutes(1))},
                               {"not_ended_at_start", pending_at_start},
                               {"resumed_at_start", static_cast<long>(resumed)}};
   std::cout << boost::json::serialize(summary) << std::endl;
@@ -784,7 +818,7 @@ int bench_restart(const args& a) {
   const auto saved = fs::path(a.dir + ".saved");
   fs::remove_all(saved);
   fs::copy(a.dir, saved, fs::copy_options::recursive);
-  std::vector<double> ready;
+  std::vector<double> ready, opening;
   boost::json::object last;
   for (long k = 0; k < std::max(1L, a.repeat); ++k) {
     fs::remove_all(a.dir);
@@ -798,10 +832,12 @@ int bench_restart(const args& a) {
     }
     last = boost::json::parse(out.substr(at)).as_object();
     ready.push_back(static_cast<double>(last.at("recovery_ms").as_int64()));
+    opening.push_back(static_cast<double>(last.at("open_ms").as_int64()));
   }
   fs::remove_all(saved);
   auto sorted = ready;
   std::sort(sorted.begin(), sorted.end());
+  std::sort(opening.begin(), opening.end());
   boost::json::array each;
   for (auto r : ready) each.push_back(r);
   boost::json::object summary{{"finished", a.orders},
@@ -812,6 +848,7 @@ int bench_restart(const args& a) {
                               {"ready_ms_min", sorted.front()},
                               {"ready_ms_max", sorted.back()},
                               {"ready_ms", each},
+                              {"open_ms_median", opening[opening.size() / 2]},
                               {"finished_them_seconds", last.at("seconds")}};
   std::cout << boost::json::serialize(summary) << std::endl;
   auto v = verify(args{.command = "verify", .orders = a.orders + a.under_way, .dir = a.dir});

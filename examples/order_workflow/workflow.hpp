@@ -340,6 +340,18 @@ inline picked tag_invoke(json::value_to_tag<picked>, const json::value& v) {
 struct warehouse_state {
   long picked = 0;
 };
+// JSON: a warehouse's journal grows with every order, so it is recovered
+// from a snapshot (see `warehouse_snapshots`).
+inline void tag_invoke(json::value_from_tag, json::value& v, const warehouse_state& s) { v = {{"picked", s.picked}}; }
+inline warehouse_state tag_invoke(json::value_to_tag<warehouse_state>, const json::value& v) {
+  return {json::value_to<long>(v.at("picked"))};
+}
+
+/// A warehouse takes one picklist per order, for as long as the shop runs:
+/// a snapshot every 100 of them, so that a restart replays fewer than 100
+/// events per warehouse, not every order there ever was. The events stay
+/// (snapshots only shorten the recovery).
+inline tp::snapshot_policy warehouse_snapshots() { return {.every = 100, .keep = 2, .delete_events = false}; }
 
 /// Accepts each picklist once (dedup by its delivery ID), picks it, and
 /// reports acceptance and shipment to the order — reliably, in the same
@@ -348,8 +360,9 @@ class warehouse : public td::reliable_actor<warehouse, warehouse_state> {
 public:
   using events = tp::event_types<picked>;
   using accepts = td::accepts<picklist>;
-  warehouse(troupe::context<warehouse> ctx, troupe::persistence_id id, td::delivery_options o)
-      : reliable_actor(ctx, std::move(id), o) {}
+  warehouse(troupe::context<warehouse> ctx, troupe::persistence_id id, td::delivery_options o,
+            tp::persistence_options p = {})
+      : reliable_actor(ctx, std::move(id), o, std::move(p)) {}
 
   static void apply(warehouse_state& s, const picked&) { ++s.picked; }
 
