@@ -5,6 +5,11 @@ their spread (lowest-highest of the repetitions) and the ratio of the
 medians, names the machine (CPU model and topology from lscpu), and draws
 the ratios as a PNG bar chart with gnuplot.
 
+The thread counts are interleaved too: each repetition runs every thread
+count in turn, so troupe's speed at 2 threads against 1 is the median of
+the ratios of runs made one right after the other (a machine that slows
+down over the minutes of a run moves both sides of each ratio alike).
+
     bench/compare_savina.py --build build-release [--threads 1 2] [--repetitions 5] [--out docs]
 """
 import argparse
@@ -61,12 +66,13 @@ def main():
                 "caf": os.path.join(bench, "troupe_bench_savina_caf")}
     # results[threads][framework][workload] = [items/s of each run]; memory likewise
     results, memory = {}, {}
+    for threads in args.threads:
+        results[threads] = {fw: {w: [] for w in WORKLOADS} for fw in binaries}
+        memory[threads] = {fw: [] for fw in binaries}
     with tempfile.TemporaryDirectory() as tmp:
-        for threads in args.threads:
-            results[threads] = {fw: {w: [] for w in WORKLOADS} for fw in binaries}
-            memory[threads] = {fw: [] for fw in binaries}
-            for rep in range(args.repetitions):
-                for fw, binary in binaries.items():  # interleaved: troupe, CAF, troupe, CAF, ...
+        for rep in range(args.repetitions):
+            for threads in args.threads:  # interleaved: 1 thread, 2 threads, 1 thread, ...
+                for fw, binary in binaries.items():  # and troupe, CAF, troupe, CAF, ...
                     print(f"# {fw}, {threads} thread(s), run {rep + 1}/{args.repetitions}", file=sys.stderr)
                     rows = run_once(binary, threads, os.path.join(tmp, f"{fw}.json"))
                     for w in WORKLOADS:
@@ -91,12 +97,18 @@ def main():
                      f"CAF {statistics.median(memory[threads]['caf']):.0f} bytes.")
         lines.append("")
     if len(args.threads) > 1:
-        lines += ["troupe with more threads against its first thread count (median items/s):", "",
-                  "| workload | " + " | ".join(f"{t} thread(s)" for t in args.threads) + " |",
-                  "|---|" + "---:|" * len(args.threads)]
+        first = args.threads[0]
+        lines += [f"troupe with more threads against {first}: the median (lowest-highest) of the ratios of "
+                  "the runs of one repetition, and the ratio of the medians:", "",
+                  "| workload | " + " | ".join(f"{t} thread(s)" for t in args.threads[1:]) + " |",
+                  "|---|" + "---:|" * (len(args.threads) - 1)]
         for w in WORKLOADS:
-            base = statistics.median(results[args.threads[0]]["troupe"][w])
-            cells = [f"{statistics.median(results[t]['troupe'][w]) / base:.2f}" for t in args.threads]
+            base = results[first]["troupe"][w]
+            cells = []
+            for t in args.threads[1:]:
+                paired = summary([x / b for x, b in zip(results[t]["troupe"][w], base)])
+                of_medians = statistics.median(results[t]["troupe"][w]) / statistics.median(base)
+                cells.append(f"{paired[0]:.2f} ({paired[1]:.2f}-{paired[2]:.2f}); {of_medians:.2f}")
             lines.append(f"| {w} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
