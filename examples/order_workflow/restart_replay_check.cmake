@@ -15,11 +15,23 @@ foreach(round first restart)
   string(REGEX MATCH "{[^\n]*}[\n]*$" summary "${out}")
   string(JSON ended GET "${summary}" ended)
   string(JSON replayed GET "${summary}" events_replayed_at_start)
-  message(STATUS "${round} run: ${ended} orders ended, ${replayed} events replayed by the long-lived actors")
+  string(JSON recovered GET "${summary}" long_lived_recovered)
+  string(JSON long_lived GET "${summary}" long_lived)
+  message(STATUS "${round} run: ${ended} orders ended, ${recovered} of ${long_lived} long-lived actors recovered, "
+                 "replaying ${replayed} events")
   if(NOT ended EQUAL ORDERS)
     message(FATAL_ERROR "the ${round} run ended ${ended} orders of ${ORDERS}: ${summary}")
   endif()
+  # A count from fewer than all of them would pass for the wrong reason.
+  if(NOT recovered EQUAL long_lived)
+    message(FATAL_ERROR "the ${round} run counted the recoveries of ${recovered} of ${long_lived} long-lived actors")
+  endif()
 endforeach()
+# The restart replays at least the shop's windows: a count of nothing is
+# no count.
+if(replayed LESS 2)
+  message(FATAL_ERROR "the restart replayed ${replayed} events: the long-lived actors' recoveries were not counted")
+endif()
 if(replayed GREATER_EQUAL LIMIT)
   message(FATAL_ERROR "the restart replayed ${replayed} events (limit ${LIMIT}): the long-lived actors replayed "
                       "their history instead of starting from a snapshot")

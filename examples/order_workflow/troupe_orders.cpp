@@ -175,21 +175,22 @@ public:
   long ended_this_run() const { return ended_.load(std::memory_order_relaxed); }
 
   /// A long-lived actor (a warehouse, the shop) recovered, replaying
-  /// `events` events.
-  void recovered(std::uint64_t events) {
+  /// `events` events. Only its first recovery in this process counts (a
+  /// restart by its supervisor recovers it again).
+  void recovered(std::string_view pid, std::uint64_t events) {
     {
       std::lock_guard g(m_);
+      if (!recovered_ids_.emplace(pid).second) return;
       replayed_ += events;
-      ++recovered_;
     }
     cv_.notify_all();
   }
-  /// The events replayed once `n` long-lived actors have recovered (or
-  /// `limit` passed).
-  std::uint64_t replayed(long n, std::chrono::milliseconds limit) {
+  /// Once `n` long-lived actors have recovered (or `limit` passed): how
+  /// many did, and the events they replayed.
+  std::pair<long, std::uint64_t> replayed(long n, std::chrono::milliseconds limit) {
     std::unique_lock l(m_);
-    cv_.wait_for(l, limit, [&] { return recovered_ >= n; });
-    return replayed_;
+    cv_.wait_for(l, limit, [&] { return static_cast<long>(recovered_ids_.size()) >= n; });
+    return {static_cast<long>(recovered_ids_.size()), replayed_};
   }
 
   /// Waits until at least `n` orders ended in this run (or `limit` passed).
@@ -220,7 +221,7 @@ private:
   bool show_;
   std::atomic<long> ended_{0}, complete_{0};
   std::uint64_t replayed_ = 0; // under m_
-  long recovered_ = 0;
+  std::set<std::string, std::less<>> recovered_ids_; // under m_
   std::mutex m_;
   std::condition_variable cv_;
   long expected_ = 0;
@@ -261,7 +262,7 @@ public:
     tp::persistence_options long_lived_options;
     long_lived_options.snapshots = warehouse_snapshots();
     long_lived_options.on_recovery_progress = [t = track](const tp::recovery_progress& r) {
-      if (r.done) t->recovered(r.events_read);
+      if (r.done) t->recovered(r.pid, r.events_read);
     };
     for (long w = 0; w < a.warehouses; ++w)
       sys.spawn<warehouse>(troupe::persistence_id{warehouse_pid(w)}, o, long_lived_options);
@@ -403,6 +404,7 @@ int run(const args& a) {
   const long done_now = p.track->ended_this_run();
   const double secs = p.track->processing_seconds();
   const long ended_total = a.upto - left;
+  const auto long_lived = p.track->replayed(p.long_lived, std::chrono::minutes(1));
   boost::json::object summary{{"orders", a.upto},
                               {"ended", ended_total},
                               {"completed", ended_total - failed},
@@ -411,7 +413,9 @@ int run(const args& a) {
                               {"orders_per_second", secs > 0 ? done_now / secs : 0.0},
                               {"recovery_ms", static_cast<long>(recovery_s * 1000)},
                               {"open_ms", static_cast<long>(opened_s * 1000)},
-                              {"events_replayed_at_start", p.track->replayed(p.long_lived, std::chrono::minutes(1))},
+                              {"events_replayed_at_start", long_lived.second},
+                              {"long_lived_recovered", long_lived.first},
+                              {"long_lived", p.long_lived},
                               {"not_ended_at_start", pending_at_start},
                               {"resumed_at_start", static_cast<long>(resumed)}};
   std::cout << boost::json::serialize(summary) << std::endl;

@@ -158,20 +158,38 @@ TEST_CASE("a thread whose blocks ran out finds the shared list empty without tak
 }
 
 TEST_CASE("every block, new or reused, from a thread's list or from a lane, is aligned for any fundamental type") {
-  constexpr auto align = alignof(std::max_align_t);
-  auto aligned = [](void* p) { return reinterpret_cast<std::uintptr_t>(p) % align == 0; };
-  std::vector<std::pair<void*, std::size_t>> blocks;
-  for (int round = 0; round < 3; ++round) { // new blocks, then blocks taken back from the lists
-    for (std::size_t size = 1; size <= 300; ++size) {
-      void* p = pool::allocate(size);
-      CHECK(aligned(p));
-      blocks.emplace_back(p, size);
-      // Receivers in turn, as a flooding sender's messages: blocks from lanes.
-      void* q = pool::allocate_near(size, size % 7, [size] { return static_cast<std::uint32_t>(size % 3); });
-      CHECK(aligned(q));
-      blocks.emplace_back(q, size);
+  std::thread([] {
+    constexpr auto align = alignof(std::max_align_t);
+    auto aligned = [](void* p) { return reinterpret_cast<std::uintptr_t>(p) % align == 0; };
+    bool all_aligned = true;
+    std::set<void*> freed;
+    std::size_t reused_from_lanes = 0;
+    for (int round = 0; round < 3; ++round) { // new blocks, then blocks taken back from the lists
+      std::vector<std::pair<void*, std::size_t>> blocks;
+      for (std::size_t size = 1; size <= 300; ++size)
+        for (int k = 0; k < 4; ++k) {
+          void* p = pool::allocate(size);
+          all_aligned = all_aligned && aligned(p);
+          blocks.emplace_back(p, size);
+        }
+      // A flooding sender: blocks of the small classes come from lanes.
+      pool::cache().flooding = true;
+      for (std::size_t size = 1; size <= 64; ++size)
+        for (std::uint32_t receiver = 0; receiver < 4; ++receiver) {
+          void* q = pool::allocate_near(size, 1000 + receiver, [receiver] { return receiver % pool::lanes; });
+          all_aligned = all_aligned && aligned(q);
+          if (freed.count(q)) ++reused_from_lanes;
+          blocks.emplace_back(q, size);
+        }
+      freed.clear();
+      for (auto [p, size] : blocks) {
+        freed.insert(p);
+        pool::deallocate(p, size);
+      }
     }
-    for (auto [p, size] : blocks) pool::deallocate(p, size);
-    blocks.clear();
-  }
+    CHECK(all_aligned);
+#if !defined(TROUPE_DETAIL_NO_POOL)
+    CHECK(reused_from_lanes > 0); // the lanes handed out blocks freed before
+#endif
+  }).join();
 }
