@@ -7,8 +7,9 @@ the ratios as a PNG bar chart with gnuplot.
 
 The thread counts are interleaved too: each repetition runs every thread
 count in turn, so troupe's speed at 2 threads against 1 is the median of
-the ratios of runs made one right after the other (a machine that slows
-down over the minutes of a run moves both sides of each ratio alike).
+the ratios of the runs of one repetition, made within a minute or so of
+each other (a CAF run between them): a machine that slows down over the
+minutes of the whole comparison moves both sides of each ratio alike.
 
     bench/compare_savina.py --build build-release [--threads 1 2] [--repetitions 5] [--out docs]
 """
@@ -60,6 +61,7 @@ def main():
     ap.add_argument("--out", default="docs")
     ap.add_argument("--repetitions", type=int, default=5, help="interleaved runs per framework and thread count")
     args = ap.parse_args()
+    args.threads = list(dict.fromkeys(args.threads))  # each count once, in the order given
 
     bench = os.path.join(args.build, "bench")
     binaries = {"troupe": os.path.join(bench, "troupe_bench_savina"),
