@@ -66,7 +66,12 @@ struct client_state {
 
 class client {
 public:
-  client(troupe::context<client> ctx, std::shared_ptr<test::latch> done) : ctx_(ctx), done_(std::move(done)) {}
+  /// `constructed` (if given) counts each instance: the first and each restart's.
+  client(troupe::context<client> ctx, std::shared_ptr<test::latch> done,
+         std::shared_ptr<test::latch> constructed = nullptr)
+      : ctx_(ctx), done_(std::move(done)) {
+    if (constructed) constructed->count_down();
+  }
 
   void handle(start s) {
     auto on_reply = [this](int r) {
@@ -164,18 +169,16 @@ TEST_CASE("a continuation does not run in an instance that restarted since the r
   troupe::actor_system sys;
   auto svc = sys.spawn<service>();
   auto done = std::make_shared<test::latch>(1);
+  auto constructed = std::make_shared<test::latch>(2); // the first instance, and the one after the restart
   auto c = sys.spawn<client>(troupe::spawn_options{.supervision = troupe::supervision::restart(3, 10s, 1ms, 1ms)},
-                             done);
+                             done, constructed);
   c.tell(start{svc}); // parked by the service
   c.tell(bump{});
   REQUIRE(test::get(c.ask(state_query{}, asio::use_future)).bumps == 1);
   svc.tell(fail_next{});
   c.tell(start{svc, 0ms, /*handle_errors=*/false}); // refused: the client fails and restarts
-  const auto until = std::chrono::steady_clock::now() + test::deadline;
-  while (test::get(c.ask(state_query{}, asio::use_future)).bumps != 0) {
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(1ms);
-  }
+  REQUIRE(constructed->wait());
+  REQUIRE(test::get(c.ask(state_query{}, asio::use_future)).bumps == 0); // the new instance
   svc.tell(release{}); // the first request's reply: the instance that asked is gone
   test::get(svc.ask(load{}, asio::use_future));
   CHECK(test::get(c.ask(state_query{}, asio::use_future)).replies.empty());
