@@ -160,7 +160,7 @@ public:
       // A spawn past its check constructs with the pool: let it finish (it
       // registers, and is stopped below).
       std::unique_lock l(s.mutex);
-      s.all_stopped.wait(l, [&] { return s.spawning.load(std::memory_order_seq_cst) == 0; });
+      s.all_stopped.wait(l, [&] { return s.spawning_count() == 0; });
     }
     for (auto& sh : s.shards) {
       std::lock_guard g(sh.lock);
@@ -176,7 +176,7 @@ public:
     {
       std::unique_lock l(s.mutex);
       s.all_stopped.wait_for(l, s.config.shutdown_timeout,
-                             [&] { return s.live.load(std::memory_order_seq_cst) == 0; });
+                             [&] { return s.live_count() == 0; });
     }
     // Asks of this system's coroutines still waiting on other systems:
     // cancelled while these threads run (a reply would need them).
@@ -220,7 +220,7 @@ public:
 
   /// Actors spawned and not yet stopped.
   std::size_t live_actors() const {
-    return state_->live.load(std::memory_order_relaxed);
+    return state_->live_count();
   }
 
   /// The executor of the worker threads (valid until shutdown).

@@ -179,12 +179,12 @@ public:
 
 protected:
   cell_base(system_state& s, bool start_blocked)
-      : inbox_(start_blocked), sys_(&s), id_(s.next_id.fetch_add(1, std::memory_order_relaxed)) {
-    s.add_ref();
+      : shard_(system_state::this_thread_shard()), inbox_(start_blocked), sys_(&s), id_(s.new_id()) {
+    s.cell_made(shard_);
   }
   virtual ~cell_base() {
     delete extras_if_any();
-    sys_->release();
+    sys_->cell_destroyed(shard_);
   }
 
   /// The rarely used part, made on first use. Once the actor has stopped
@@ -222,14 +222,13 @@ public:
   /// Adds the actor to its system's registry (its shard: no lock shared by
   /// the whole system). The registry holds the first reference.
   void enter_registry() noexcept {
-    system_state& s = *sys_;
-    s.live.fetch_add(1, std::memory_order_relaxed);
-    auto& sh = s.shard_of(id_);
+    auto& sh = sys_->shards[shard_];
     std::lock_guard g(sh.lock);
     reg_prev = nullptr;
     reg_next = sh.first;
     if (sh.first) sh.first->reg_prev = this;
     sh.first = this;
+    sh.live.store(sh.live.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
   }
 
 protected:
@@ -237,16 +236,19 @@ protected:
   /// registry's reference.
   void leave_registry() noexcept {
     system_state& s = *sys_;
+    std::size_t now = 0;
     {
-      auto& sh = s.shard_of(id_);
+      auto& sh = s.shards[shard_];
       std::lock_guard g(sh.lock);
       if (reg_prev)
         reg_prev->reg_next = reg_next;
       else
         sh.first = reg_next;
       if (reg_next) reg_next->reg_prev = reg_prev;
+      now = sh.live.load(std::memory_order_relaxed) - 1;
+      sh.live.store(now, std::memory_order_seq_cst);
     }
-    s.left();
+    s.left(now);
   }
 
   void notify_watchers(cell_extras& x, const down& d) noexcept {
@@ -277,6 +279,9 @@ protected:
   /// Set by every turn; an entity's region reads and clears it to tell an
   /// idle entity from one busy with messages that did not come through it.
   std::atomic<bool> busy_{false};
+  /// The registry list of the thread that made it: the one it enters and
+  /// is counted in (see `system_state::registry_shard`).
+  const std::uint8_t shard_;
   inbox inbox_;
   system_state* sys_;
   actor_id id_;

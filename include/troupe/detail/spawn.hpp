@@ -19,11 +19,13 @@ namespace troupe::detail {
 /// shutting down.
 template <class T, class Cell, class... A>
 cell_ptr<cell<T>> start_cell(system_state& s, const spawn_options& options, A&&... args) {
-  if (!s.begin_spawn()) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
+  const std::uint8_t shard = system_state::this_thread_shard();
+  if (!s.begin_spawn(shard)) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
   struct spawning_done {
     system_state& s;
-    ~spawning_done() { s.end_spawn(); }
-  } counted{s};
+    std::uint8_t shard;
+    ~spawning_done() { s.end_spawn(shard); }
+  } counted{s, shard};
   // Until it is started, the actor's mailbox queues what is sent to it (by
   // its own constructor, say) and runs nothing.
   auto* c = new Cell(s, options, std::forward<A>(args)...);

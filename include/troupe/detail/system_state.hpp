@@ -88,6 +88,12 @@ struct system_state {
     return static_cast<std::uint32_t>(c.threads ? c.threads : std::max(1u, std::thread::hardware_concurrency()));
   }
 
+  static std::uint64_t next_generation() noexcept {
+    static std::atomic<std::uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  static constexpr actor_id id_block = 1024;
+
   void add_ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -96,6 +102,9 @@ struct system_state {
   asio::thread_pool::executor_type executor() noexcept { return pool->get_executor(); }
 
   std::atomic<std::size_t> refs{1};
+  /// Tells this system from an earlier one at the same address (for the
+  /// threads' blocks of actor IDs).
+  const std::uint64_t generation = next_generation();
   const system_config config;
   actor_system* owner;
   /// One run queue per worker thread (see turn_state).
@@ -118,22 +127,71 @@ struct system_state {
   /// thread outside it): the pool is not destroyed before they have.
   post_counter posts;
   std::atomic<std::uint64_t> dead_letters{0};
+  /// The first ID of the next block handed to a thread (see `new_id`).
   std::atomic<actor_id> next_id{1};
 
+  /// A new actor ID, unique in this system. Each thread takes IDs from a
+  /// block of its own, so spawns on different threads share no counter
+  /// (IDs are unique, not in spawn order across threads).
+  actor_id new_id() noexcept {
+    struct block {
+      std::uint64_t generation = 0;
+      actor_id next = 0, end = 0;
+    };
+    thread_local block b;
+    if (b.generation != generation || b.next == b.end) {
+      b.generation = generation;
+      b.next = next_id.fetch_add(id_block, std::memory_order_relaxed);
+      b.end = b.next + id_block;
+    }
+    return b.next++;
+  }
+
   // Registry of live actors, for shutdown and live_actors(): lists split by
-  // actor ID, each under a lock of its own, so spawns and stops on
-  // different threads rarely meet (and never on one system-wide lock).
+  // thread, each under a lock of its own with its own counts, so spawns
+  // and stops on different threads share no cache line (an actor leaves
+  // the list it entered, from whichever thread it stops on).
   struct alignas(64) registry_shard {
     spinlock lock;
     cell_base* first = nullptr;
+    /// Actors in this list (changed under the lock, read without it).
+    std::atomic<std::size_t> live{0};
+    /// Spawns counted here between their check of `shutting_down` and
+    /// their registration: shutdown waits for them (their constructors use
+    /// the pool).
+    std::atomic<std::size_t> spawning{0};
+    /// Cells made on this list's threads and not yet destroyed (stopped or
+    /// not): while any is, the list holds one reference to the system.
+    std::atomic<std::size_t> cells{0};
   };
   static constexpr std::size_t registry_shards = 16;
   registry_shard shards[registry_shards];
-  registry_shard& shard_of(actor_id id) noexcept { return shards[id % registry_shards]; }
-  std::atomic<std::size_t> live{0};
-  /// Spawns between their check of `shutting_down` and their registration:
-  /// shutdown waits for them (their constructors use the pool).
-  std::atomic<std::size_t> spawning{0};
+  /// The list the calling thread's spawns enter.
+  static std::uint8_t this_thread_shard() noexcept {
+    static std::atomic<std::uint32_t> threads{0};
+    thread_local const auto i =
+        static_cast<std::uint8_t>(threads.fetch_add(1, std::memory_order_relaxed) % registry_shards);
+    return i;
+  }
+  /// A cell was made on a thread of `shard` / one made there is destroyed:
+  /// the system lives while any cell does, without a count that every
+  /// thread's spawns and stops would share.
+  void cell_made(std::uint8_t shard) noexcept {
+    if (shards[shard].cells.fetch_add(1, std::memory_order_relaxed) == 0) add_ref();
+  }
+  void cell_destroyed(std::uint8_t shard) noexcept {
+    if (shards[shard].cells.fetch_sub(1, std::memory_order_acq_rel) == 1) release();
+  }
+  std::size_t live_count() const noexcept {
+    std::size_t n = 0;
+    for (const auto& sh : shards) n += sh.live.load(std::memory_order_seq_cst);
+    return n;
+  }
+  std::size_t spawning_count() const noexcept {
+    std::size_t n = 0;
+    for (const auto& sh : shards) n += sh.spawning.load(std::memory_order_seq_cst);
+    return n;
+  }
   /// Set as `shutdown()` begins: no spawn starts after it; and (the pool
   /// lives on until every post counted in `posts` has returned) what may
   /// arm a timer on the pool from outside its turns checks it after
@@ -144,21 +202,22 @@ struct system_state {
   std::mutex mutex;
   std::condition_variable all_stopped;
 
-  /// A spawn begins: false once shutdown has begun (then nothing counted).
-  bool begin_spawn() noexcept {
-    spawning.fetch_add(1, std::memory_order_seq_cst);
+  /// A spawn counted in `shard` begins: false once shutdown has begun (then
+  /// nothing counted).
+  bool begin_spawn(std::uint8_t shard) noexcept {
+    shards[shard].spawning.fetch_add(1, std::memory_order_seq_cst);
     if (!shutting_down.load(std::memory_order_seq_cst)) return true;
-    end_spawn();
+    end_spawn(shard);
     return false;
   }
-  void end_spawn() noexcept {
-    if (spawning.fetch_sub(1, std::memory_order_seq_cst) == 1 && shutting_down.load(std::memory_order_seq_cst))
-      wake_shutdown();
+  void end_spawn(std::uint8_t shard) noexcept {
+    if (shards[shard].spawning.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        shutting_down.load(std::memory_order_seq_cst))
+      wake_shutdown(); // shutdown sums the lists again
   }
-  /// An actor left the registry.
-  void left() noexcept {
-    if (live.fetch_sub(1, std::memory_order_seq_cst) == 1 && shutting_down.load(std::memory_order_seq_cst))
-      wake_shutdown();
+  /// An actor left the list `shard` (its count already lowered).
+  void left(std::size_t now_in_shard) noexcept {
+    if (now_in_shard == 0 && shutting_down.load(std::memory_order_seq_cst)) wake_shutdown();
   }
   void wake_shutdown() noexcept {
     std::lock_guard g(mutex);
