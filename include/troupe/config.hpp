@@ -18,6 +18,15 @@ struct system_config {
   /// Messages an actor processes per turn before it yields its thread to
   /// other actors (fairness). Higher favours throughput, lower latency.
   std::uint32_t throughput = 256;
+  /// Work waiting behind a busy worker thread moves to an idle one only when
+  /// it would keep the busy one at least this long (the actors waiting,
+  /// times that thread's recent time per turn). Moving an actor to another
+  /// core costs it its cache, and each message it then exchanges with those
+  /// left behind crosses cores: for short turns that costs more than the
+  /// second core gains. Work behind one long turn, or behind an actor that
+  /// floods another with messages, is shared at once whatever this says.
+  /// Zero shares whatever waits.
+  std::chrono::microseconds share_threshold{100};
   /// Timeout of an ask that is given none. Zero (the default) means such an
   /// ask waits until it is answered or the actor stops; either way it never
   /// waits past the actor's stop, because a stopping actor fails its pending

@@ -315,6 +315,15 @@ public:
 
   /// Posts the next turn to the queue all workers share.
   void schedule() noexcept { post(false); }
+  /// Its turn used its budget up with messages left: it goes behind the
+  /// other actors waiting on this thread (a worker of its system), as if
+  /// woken now; posting it would hand it to whichever worker the pool
+  /// wakes, away from the actors it talks to.
+  void requeue() noexcept {
+    auto& t = this_turn;
+    if (t.in_turn && t.sys == sys_ && t.queue && t.queue_sys == sys_) return t.enqueue(this, false);
+    schedule();
+  }
 
   void post(bool continuation) noexcept override {
     std::optional<post_counter::guard> counted;

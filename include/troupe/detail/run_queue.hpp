@@ -4,7 +4,9 @@
 
 #include <troupe/detail/spinlock.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <utility>
@@ -39,22 +41,39 @@ public:
     return c;
   }
 
-  /// Takes the older half (at least one), oldest first, as a chain; `n`
-  /// receives its length.
-  run_link* take_half(std::uint32_t& n) noexcept {
+  /// Takes the older half (at least one, at most `max_taken`), oldest
+  /// first, as a chain; `n` receives its length and `last` its last link.
+  /// The chain is walked under the lock, one cold cell at a time: the cap
+  /// keeps the owner's wait short however long the queue.
+  run_link* take_half(std::uint32_t& n, run_link*& last) noexcept {
     n = 0;
+    last = nullptr;
     if (size_.load(std::memory_order_relaxed) == 0) return nullptr;
     std::lock_guard g(lock_);
     const std::uint32_t size = size_.load(std::memory_order_relaxed);
     if (size == 0) return nullptr;
-    n = (size + 1) / 2;
+    n = std::min((size + 1) / 2, max_taken);
     run_link* first = head_;
-    run_link* last = first;
+    last = first;
     for (std::uint32_t i = 1; i < n; ++i) last = last->run_next;
     head_ = last->run_next;
     if (!head_) tail_ = nullptr;
     last->run_next = nullptr;
     size_.store(size - n, std::memory_order_relaxed);
+    return first;
+  }
+
+  /// Takes the whole queue, oldest first, as a chain; `n` receives its
+  /// length and `last` its last link.
+  run_link* take_all(std::uint32_t& n, run_link*& last) noexcept {
+    n = 0;
+    last = nullptr;
+    if (size_.load(std::memory_order_relaxed) == 0) return nullptr;
+    std::lock_guard g(lock_);
+    run_link* first = std::exchange(head_, nullptr);
+    last = std::exchange(tail_, nullptr);
+    n = size_.load(std::memory_order_relaxed);
+    size_.store(0, std::memory_order_relaxed);
     return first;
   }
 
@@ -75,6 +94,20 @@ public:
   /// Racy: for choosing a victim.
   std::uint32_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
 
+  /// The owner records a run of `turns` turns that took `elapsed`: its
+  /// time per turn, a moving average (an eighth of the new figure).
+  void record_turns(std::uint32_t turns, std::chrono::nanoseconds elapsed) noexcept {
+    const auto per_turn = static_cast<std::uint64_t>(std::max<std::int64_t>(elapsed.count(), 0)) / turns;
+    const std::int64_t old = turn_ns_.load(std::memory_order_relaxed);
+    const std::int64_t now = static_cast<std::int64_t>(std::min<std::uint64_t>(per_turn, max_turn_ns));
+    turn_ns_.store(static_cast<std::uint32_t>(old + (now - old) / 8), std::memory_order_relaxed);
+  }
+  /// Racy: the owner's recent time per turn (0 before it ran any).
+  std::uint32_t turn_ns() const noexcept { return turn_ns_.load(std::memory_order_relaxed); }
+  /// Racy: how long the actors waiting here would keep the owner busy,
+  /// by its recent time per turn.
+  std::uint64_t backlog_ns() const noexcept { return std::uint64_t{size()} * turn_ns(); }
+
   /// The owner counts its turns; the monitor compares the count with the
   /// one it saw last, to tell a worker stuck in a long turn.
   void count_turn() noexcept { turns_.store(turns_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
@@ -85,9 +118,15 @@ public:
     return std::exchange(seen_, now) == now;
   }
 
+  /// The most one steal takes.
+  static constexpr std::uint32_t max_taken = 64;
+
 private:
+  static constexpr std::uint64_t max_turn_ns = 1'000'000'000;
+
   spinlock lock_;
   std::atomic<std::uint32_t> turns_{0};
+  std::atomic<std::uint32_t> turn_ns_{0};
   std::uint32_t seen_ = 0;
   std::atomic<std::uint32_t> size_{0};
   run_link* head_ = nullptr;
@@ -113,25 +152,25 @@ public:
   }
 
   /// Work for `thief` (its own queue, or null): the oldest half of the
-  /// longest other queue, if it holds at least `least`. Returns the first
-  /// to run; the rest go to `thief`'s queue.
-  run_link* steal(run_queue* thief, std::uint32_t least = 1) noexcept {
+  /// other queue with the most work waiting (`backlog_ns`), if that is at
+  /// least `least_ns`; 0 takes from any queue that holds one. Returns the
+  /// first to run; the rest go to `thief`'s queue.
+  run_link* steal(run_queue* thief, std::uint64_t least_ns = 0) noexcept {
     run_queue* victim = nullptr;
-    std::uint32_t most = least - 1;
+    std::uint64_t most = 0;
     for (std::uint32_t i = 0; i < count_; ++i) {
       auto& q = queues_[i];
-      if (&q == thief) continue;
-      if (auto n = q.size(); n > most) {
-        most = n;
+      if (&q == thief || q.size() == 0) continue;
+      if (const auto work = q.backlog_ns(); work >= least_ns && (!victim || work > most || (work == most && q.size() > victim->size()))) {
+        most = work;
         victim = &q;
       }
     }
     if (!victim) return nullptr;
     std::uint32_t n = 0;
-    run_link* first = victim->take_half(n);
+    run_link* last = nullptr;
+    run_link* first = victim->take_half(n, last);
     if (!first || n == 1) return first;
-    run_link* last = first->run_next;
-    for (std::uint32_t i = 2; i < n; ++i) last = last->run_next;
     run_link* rest = first->run_next;
     first->run_next = nullptr;
     if (thief) {

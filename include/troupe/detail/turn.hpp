@@ -26,29 +26,35 @@ namespace troupe::detail {
 /// the turn's completions wake. Actors that talk to each other so stay on
 /// one thread, in its cache.
 ///
-/// Work moves to another thread only when one would otherwise idle, in
-/// three cases. A worker out of work takes half of another's queue if it
-/// is `steal_length` long (a short one is a few actors talking to each
-/// other: left together). A long run of pushes to a held actor within one
-/// turn (a producer flooding a consumer) moves the held actors to the run
-/// queue and posts a request for help at once: an idle worker takes it and
-/// steals, and the consumer runs in parallel with its producer. Otherwise, while
-/// work waits in a run queue, a monitor timer looks every `monitor_period`
-/// (armed by the first actor queued, on whichever worker is free): a worker
-/// that began no turn since its last look is stuck in a long one, and a
-/// queue `steal_length` long has work enough to share; either way the
-/// worker that runs the monitor steals half of the longest queue.
+/// Work moves to another thread only when one would otherwise idle, and
+/// only when the work is worth the move: an actor moved to another core
+/// loses its cache, and every message it then exchanges with the actors
+/// left behind crosses cores, which for short turns costs more than the
+/// second core gains. Each worker keeps its recent time per turn, so the
+/// work waiting in its queue has a length in time (`backlog_ns`); it is
+/// shared when that reaches `system_config::share_threshold`, in three
+/// cases. A worker out of work takes half of the queue with the most work
+/// waiting. A long run of pushes to a held actor within one turn (a
+/// producer flooding a consumer) moves the held actors to the run queue
+/// and posts a request for help at once, whatever their length: an idle
+/// worker takes it and steals, and the consumer runs in parallel with its
+/// producer. Otherwise, while work waits in a run queue, a monitor timer
+/// looks every `monitor_period` (armed by the first actor queued, on
+/// whichever worker is free): a worker that began no turn since its last
+/// look is stuck in a long one, and its queue is shared whatever its
+/// length; a queue whose work reaches the threshold is shared too; either
+/// way the worker that runs the monitor steals half of it.
 struct turn_state {
   static constexpr std::uint32_t max_pending = 4;
   static constexpr std::uint32_t max_pushes_held = 16;
   /// Hand-offs in a row before the next actor goes behind those queued.
   static constexpr std::uint32_t max_handoffs = 64;
-  /// Turns before the thread goes back to the pool's queue (timers and
-  /// completions waiting there run).
+  /// Turns, or time, before the thread goes back to the pool's queue
+  /// (timers and completions waiting there run): an actor whose turns use
+  /// their budget up goes on in this thread's queue, so a busy thread
+  /// returns to the pool only so often.
   static constexpr std::uint32_t max_turns = 256;
-  /// A run queue this long is shared with an idle worker at the monitor's
-  /// next look.
-  static constexpr std::uint32_t steal_length = 8;
+  static constexpr std::chrono::microseconds max_run{500};
   static constexpr std::chrono::microseconds monitor_period{1000};
 
   bool in_turn = false;
@@ -98,6 +104,12 @@ void run_turns(cell_base* c) noexcept;
 
 inline cell_base* as_cell(run_link* l) noexcept { return static_cast<cell_base*>(l); }
 
+/// The work (in nanoseconds of turns) that a queue of `s` holds before
+/// an idle worker takes half of it.
+inline std::uint64_t share_ns(const system_state& s) noexcept {
+  return static_cast<std::uint64_t>(std::chrono::nanoseconds(s.config.share_threshold).count());
+}
+
 /// Runs the work this thread's queue holds, or work stolen from another
 /// worker's (posted as a request for help, or to resume after a yield).
 inline void drain(system_state& s) noexcept {
@@ -106,6 +118,22 @@ inline void drain(system_state& s) noexcept {
   cell_base* c = t.queue ? as_cell(t.queue->pop()) : nullptr;
   if (!c) c = as_cell(s.queues.steal(t.queue));
   if (c) run_turns(c);
+}
+
+/// Goes on with the queue `from` after its owner yielded the thread (see
+/// `run_turns`). Usually the owner runs this; a worker that was idle may
+/// come first, while the owner runs what waited in the pool's queue: it
+/// then takes the whole queue, so the actors that were running together
+/// stay together and none is left behind a worker that may now idle.
+inline void resume(system_state& s, run_queue* from) noexcept {
+  auto& t = this_turn;
+  t.bind(s);
+  if (t.queue && t.queue != from) {
+    std::uint32_t n = 0;
+    run_link* last = nullptr;
+    if (run_link* first = from->take_all(n, last)) t.queue->append(first, last, n);
+  }
+  drain(s);
 }
 
 /// Asks an idle worker of `s` to take work from the run queues (at most one
@@ -122,6 +150,27 @@ inline void request_help(system_state& s) noexcept {
 
 void monitor_look(system_state& s) noexcept;
 inline void arm_monitor(system_state& s) noexcept;
+
+/// Moves the actors scheduled from outside the system's turns (`inject`)
+/// behind the work of this worker's queue `q`, oldest first: a worker
+/// busy with its own actors looks at the list before each actor it takes
+/// from its queue, so what comes from outside waits no longer than they
+/// do (the drain posted for the list may then find it empty).
+inline void take_injected(system_state& s, run_queue& q) noexcept {
+  run_link* newest = s.injected.exchange(nullptr, std::memory_order_acquire);
+  if (!newest) return;
+  run_link* first = nullptr;
+  std::uint32_t n = 0;
+  for (run_link* l = newest; l; ++n) { // the list is newest first: reverse it
+    run_link* older = l->run_next;
+    l->run_next = first;
+    first = l;
+    l = older;
+  }
+  q.append(first, newest, n);
+  if (q.backlog_ns() >= share_ns(s)) request_help(s);
+  arm_monitor(s);
+}
 
 /// Runs the actors scheduled from outside the system's turns (`inject`):
 /// the oldest here, the others behind this thread's work, where another
@@ -142,11 +191,11 @@ inline void drain_injected(system_state& s) noexcept {
   if (run_link* rest = first->run_next) {
     first->run_next = nullptr;
     if (t.queue) {
-      // For any idle worker to run, as soon as it can: one is asked to
-      // take half now, and the monitor looks while any still wait behind
-      // a long turn here.
+      // For an idle worker to take half now if they are work enough for
+      // two; else the monitor looks while any still wait behind a long
+      // turn here.
       t.queue->append(rest, newest, n - 1);
-      request_help(s);
+      if (t.queue->backlog_ns() >= share_ns(s)) request_help(s);
       arm_monitor(s);
     } else { // not a worker of `s` (cannot happen: only they run its pool)
       for (run_link* c = rest; c;) {
@@ -189,16 +238,16 @@ inline void arm_monitor(system_state& s) noexcept {
 }
 
 /// The monitor's look (on a worker that is free): steals for this thread
-/// if a worker is stuck with work queued or a queue is long; looks again
-/// later while work waits.
+/// if a worker is stuck with work queued or a queue holds work enough to
+/// share; looks again later while work waits.
 inline void monitor_look(system_state& s) noexcept {
   bool share = false, waiting = false;
   for (std::uint32_t i = 0; i < s.queues.count(); ++i) {
     auto& q = s.queues[i];
     const bool stuck = q.stuck_since_last_look();
-    if (const auto n = q.size(); n > 0) {
+    if (q.size() > 0) {
       waiting = true;
-      share = share || stuck || (turn_state::steal_length && n >= turn_state::steal_length);
+      share = share || stuck || q.backlog_ns() >= share_ns(s);
     }
   }
   s.monitor_armed.store(false, std::memory_order_release);
@@ -222,7 +271,18 @@ inline void run_turns(cell_base* c) noexcept {
   run_queue* q = t.queue;
   auto& later = this_after_turn;
   std::uint32_t handoffs = 0;
-  for (std::uint32_t turns = 1;; ++turns) {
+  std::uint32_t turns = 1;
+  // The thread's time per turn, for telling how long its queue would keep
+  // it busy (two clock reads per run of turns, not per turn).
+  struct timing {
+    run_queue* q;
+    const std::uint32_t& turns;
+    std::chrono::steady_clock::time_point began = q ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    ~timing() {
+      if (q) q->record_turns(turns, std::chrono::steady_clock::now() - began);
+    }
+  } timed{q, turns};
+  for (;; ++turns) {
     t.in_turn = true;
     t.holding = true;
     t.sys = sys;
@@ -263,20 +323,22 @@ inline void run_turns(cell_base* c) noexcept {
     }
     if (!next) {
       handoffs = 0;
+      if (sys->injected.load(std::memory_order_relaxed)) take_injected(*sys, *q);
       next = as_cell(q->pop());
-      // Out of work: another worker's queue is taken from only when it is
-      // long (else this thread goes idle; the monitor or a request for
-      // help brings it back): a short queue is a few actors talking to
-      // each other, faster left together on their thread.
-      if (!next) next = as_cell(sys->queues.steal(q, turn_state::steal_length));
+      // Out of work: another worker's queue is taken from only when it
+      // holds work enough to share (else this thread goes idle; the
+      // monitor or a request for help brings it back): a few actors with
+      // short turns talk to each other faster left together on their
+      // thread.
+      if (!next) next = as_cell(sys->queues.steal(q, share_ns(*sys)));
       if (!next) return;
     }
-    if (turns == turn_state::max_turns) {
+    if (turns == turn_state::max_turns ||
+        (turns % 16 == 0 && std::chrono::steady_clock::now() - timed.began >= turn_state::max_run)) {
       // Back to the pool's queue for a while: what waits there runs, then
       // this thread (or an idle one) goes on with the queue.
       q->push(next);
-      asio::defer(sys->executor(), [sys] { drain(*sys); });
-      arm_monitor(*sys); // if another worker runs the drain and steals half, the rest is not forgotten
+      asio::defer(sys->executor(), [sys, q] { resume(*sys, q); });
       return;
     }
     c = next;

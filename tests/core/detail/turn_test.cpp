@@ -246,3 +246,53 @@ TEST_CASE("actors injected behind a long turn are taken by an idle worker, howev
   CHECK(released.get());
   CHECK(others_ran == n - 1);
 }
+
+TEST_CASE("a worker's time per turn is a moving average, and its queue's work is that times the actors waiting") {
+  d::run_queue q;
+  CHECK(q.turn_ns() == 0);
+  for (int i = 0; i < 200; ++i) q.record_turns(10, std::chrono::microseconds(10)); // 1 µs per turn
+  CHECK(q.turn_ns() >= 990);
+  CHECK(q.turn_ns() <= 1'000);
+  q.record_turns(1, std::chrono::microseconds(9)); // one slow run moves it by an eighth of the difference
+  CHECK(q.turn_ns() >= 1'990);
+  CHECK(q.turn_ns() <= 2'000);
+  std::vector<d::run_link> links(5);
+  for (auto& l : links) q.push(&l);
+  CHECK(q.backlog_ns() == 5 * std::uint64_t{q.turn_ns()});
+}
+
+TEST_CASE("a steal takes from a queue only when its work reaches the threshold, half of it, and at most max_taken") {
+  d::run_queues qs(2);
+  auto& victim = qs[0];
+  auto& thief = qs[1];
+  for (int i = 0; i < 50; ++i) victim.record_turns(1, std::chrono::nanoseconds(100)); // ~100 ns per turn
+  const std::uint64_t per_turn = victim.turn_ns();
+  REQUIRE(per_turn > 90);
+
+  std::vector<d::run_link> links(10);
+  for (auto& l : links) victim.push(&l);
+  // 10 short turns: less work than asked for, left where they are.
+  CHECK(qs.steal(&thief, 10 * per_turn + 1) == nullptr);
+  CHECK(victim.size() == 10);
+  // Enough: the older half, the first to run now, the rest in the thief's queue.
+  d::run_link* first = qs.steal(&thief, 10 * per_turn);
+  CHECK(first == &links[0]);
+  CHECK(victim.size() == 5);
+  CHECK(thief.size() == 4);
+  CHECK(thief.pop() == &links[1]);
+  CHECK(victim.pop() == &links[5]);
+  // Zero takes from any queue that holds one.
+  CHECK(qs.steal(&thief, 0) == &links[6]);
+
+  std::vector<d::run_link> many(1'000);
+  d::run_queue a;
+  for (auto& l : many) a.push(&l);
+  std::uint32_t n = 0;
+  d::run_link* last = nullptr;
+  d::run_link* chain = a.take_half(n, last);
+  CHECK(n == d::run_queue::max_taken); // the owner's wait is bounded, however long its queue
+  CHECK(chain == &many[0]);
+  CHECK(last == &many[d::run_queue::max_taken - 1]);
+  CHECK(last->run_next == nullptr);
+  CHECK(a.size() == 1'000 - d::run_queue::max_taken);
+}

@@ -119,7 +119,7 @@ void cell<T>::turn() noexcept {
     e->dispose();
     n += user ? 1 : 0;
   }
-  schedule();
+  requeue();
 }
 
 template <class T>
