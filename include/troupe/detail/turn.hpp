@@ -54,7 +54,7 @@ struct turn_state {
   /// their budget up goes on in this thread's queue, so a busy thread
   /// returns to the pool only so often.
   static constexpr std::uint32_t max_turns = 256;
-  static constexpr std::chrono::microseconds max_run{500};
+  static constexpr std::chrono::microseconds max_run{2000};
   static constexpr std::chrono::microseconds monitor_period{1000};
 
   bool in_turn = false;
