@@ -114,6 +114,10 @@ struct system_state {
   /// Actors scheduled from outside the system's turns, newest first; a
   /// drain is posted while the list is not empty (see `inject`).
   std::atomic<run_link*> injected{nullptr};
+  /// A drain of `injected` is posted and has not begun: a push onto the
+  /// list emptied meanwhile by a busy worker (see `take_injected`) posts
+  /// no other.
+  std::atomic<bool> drain_posted{false};
   run_queue* claim_queue() noexcept { return queues.claim(); }
   std::optional<system_pool> pool;
   /// Where the pool is (or was: reset at shutdown), for comparisons from any
@@ -148,9 +152,10 @@ struct system_state {
   }
 
   // Registry of live actors, for shutdown and live_actors(): lists split by
-  // thread, each under a lock of its own with its own counts, so spawns
-  // and stops on different threads share no cache line (an actor leaves
-  // the list it entered, from whichever thread it stops on).
+  // spawning thread (four per thread, see `this_thread_shard`), each under a
+  // lock of its own with its own counts, so spawns and stops on different
+  // threads share no cache line (an actor leaves the list it entered, from
+  // whichever thread it stops on).
   struct alignas(64) registry_shard {
     spinlock lock;
     cell_base* first = nullptr;
@@ -166,12 +171,17 @@ struct system_state {
   };
   static constexpr std::size_t registry_shards = 16;
   registry_shard shards[registry_shards];
-  /// The list the calling thread's spawns enter.
+  /// The lists of one thread's spawns, taken in turn: a thread that spawns
+  /// while another stops what it spawned (a program's thread handing work
+  /// to actors that stop when done) rarely waits for that one's lock.
+  static constexpr std::size_t shards_per_thread = 4;
+  /// The list the calling thread's next spawn enters.
   static std::uint8_t this_thread_shard() noexcept {
     static std::atomic<std::uint32_t> threads{0};
-    thread_local const auto i =
-        static_cast<std::uint8_t>(threads.fetch_add(1, std::memory_order_relaxed) % registry_shards);
-    return i;
+    thread_local const std::uint32_t first =
+        threads.fetch_add(1, std::memory_order_relaxed) % (registry_shards / shards_per_thread) * shards_per_thread;
+    thread_local std::uint32_t next = 0;
+    return static_cast<std::uint8_t>(first + next++ % shards_per_thread);
   }
   /// A cell was made on a thread of `shard` / one made there is destroyed:
   /// the system lives while any cell does, without a count that every

@@ -56,6 +56,12 @@ struct turn_state {
   static constexpr std::uint32_t max_turns = 256;
   static constexpr std::chrono::microseconds max_run{2000};
   static constexpr std::chrono::microseconds monitor_period{1000};
+  /// Every so many turns a busy worker takes the actors scheduled from
+  /// outside (`take_injected`) before the next from its queue: they wait
+  /// a few turns at most, and a stream of them from another thread is not
+  /// taken one at a time (each take fetches the list's line from that
+  /// thread's core).
+  static constexpr std::uint32_t injected_interval = 8;
 
   bool in_turn = false;
   /// A turn or the completions it produced run on this thread: what they
@@ -153,9 +159,10 @@ inline void arm_monitor(system_state& s) noexcept;
 
 /// Moves the actors scheduled from outside the system's turns (`inject`)
 /// behind the work of this worker's queue `q`, oldest first: a worker
-/// busy with its own actors looks at the list before each actor it takes
-/// from its queue, so what comes from outside waits no longer than they
-/// do (the drain posted for the list may then find it empty).
+/// busy with its own actors looks at the list every `injected_interval`
+/// turns, so what comes from outside waits a few turns, not until the
+/// worker yields to the pool (the drain posted for the list may then find
+/// it empty).
 inline void take_injected(system_state& s, run_queue& q) noexcept {
   run_link* newest = s.injected.exchange(nullptr, std::memory_order_acquire);
   if (!newest) return;
@@ -176,7 +183,12 @@ inline void take_injected(system_state& s, run_queue& q) noexcept {
 /// the oldest here, the others behind this thread's work, where another
 /// worker may take them.
 inline void drain_injected(system_state& s) noexcept {
-  run_link* newest = s.injected.exchange(nullptr, std::memory_order_acquire);
+  // Cleared before the list is taken: a push after the take posts again.
+  // (Sequentially consistent with the push and its look at the flag in
+  // `inject`: either this take sees the push, or the push sees the flag
+  // cleared and posts.)
+  s.drain_posted.store(false, std::memory_order_seq_cst);
+  run_link* newest = s.injected.exchange(nullptr, std::memory_order_seq_cst);
   run_link* first = nullptr;
   std::uint32_t n = 0;
   for (run_link* l = newest; l; ++n) { // the list is newest first: reverse it
@@ -210,16 +222,18 @@ inline void drain_injected(system_state& s) noexcept {
 
 /// Schedules `c` from outside its system's turns (a thread of the program,
 /// a completion): it joins the system's list of injected actors, and only
-/// the push that finds the list empty posts a drain of it into the pool. A
-/// burst of tells from outside so costs the pool's lock and a wake-up of
-/// a worker once, not once per actor.
+/// the push that finds the list empty, with no drain posted and not yet
+/// begun, posts a drain of it into the pool. A burst of tells from outside
+/// so costs the pool's lock and a wake-up of a worker once, not once per
+/// actor, also while a busy worker keeps taking the list.
 inline void inject(cell_base* c) noexcept {
   system_state& s = c->sys();
   run_link* head = s.injected.load(std::memory_order_relaxed);
   do {
     c->run_next = head;
-  } while (!s.injected.compare_exchange_weak(head, c, std::memory_order_release, std::memory_order_relaxed));
-  if (!head) asio::post(s.executor(), [sp = &s] { drain_injected(*sp); });
+  } while (!s.injected.compare_exchange_weak(head, c, std::memory_order_seq_cst, std::memory_order_relaxed));
+  if (!head && !s.drain_posted.exchange(true, std::memory_order_seq_cst))
+    asio::post(s.executor(), [sp = &s] { drain_injected(*sp); });
 }
 
 /// Arms the monitor of `s` unless it is armed (worker threads only).
@@ -323,7 +337,8 @@ inline void run_turns(cell_base* c) noexcept {
     }
     if (!next) {
       handoffs = 0;
-      if (sys->injected.load(std::memory_order_relaxed)) take_injected(*sys, *q);
+      if (turns % turn_state::injected_interval == 0 && sys->injected.load(std::memory_order_relaxed))
+        take_injected(*sys, *q);
       next = as_cell(q->pop());
       // Out of work: another worker's queue is taken from only when it
       // holds work enough to share (else this thread goes idle; the
