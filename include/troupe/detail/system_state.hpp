@@ -178,10 +178,17 @@ struct system_state {
   /// The list the calling thread's next spawn enters.
   static std::uint8_t this_thread_shard() noexcept {
     static std::atomic<std::uint32_t> threads{0};
-    thread_local const std::uint32_t first =
-        threads.fetch_add(1, std::memory_order_relaxed) % (registry_shards / shards_per_thread) * shards_per_thread;
-    thread_local std::uint32_t next = 0;
-    return static_cast<std::uint8_t>(first + next++ % shards_per_thread);
+    struct turn {
+      std::uint32_t first = 0, next = 0;
+      bool chosen = false;
+    };
+    thread_local turn t; // constant-initialized: no guard on each use
+    if (!t.chosen) {
+      t.first = threads.fetch_add(1, std::memory_order_relaxed) % (registry_shards / shards_per_thread) *
+                shards_per_thread;
+      t.chosen = true;
+    }
+    return static_cast<std::uint8_t>(t.first + t.next++ % shards_per_thread);
   }
   /// A cell was made on a thread of `shard` / one made there is destroyed:
   /// the system lives while any cell does, without a count that every
