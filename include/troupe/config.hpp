@@ -23,9 +23,10 @@ struct system_config {
   /// times that thread's recent time per turn). Moving an actor to another
   /// core costs it its cache, and each message it then exchanges with those
   /// left behind crosses cores: for short turns that costs more than the
-  /// second core gains. Work behind one long turn, or behind an actor that
-  /// floods another with messages, is shared at once whatever this says.
-  /// Zero shares whatever waits.
+  /// second core gains. Work behind one long turn (within a millisecond or
+  /// two, the monitor's looks), or behind an actor that floods another with
+  /// messages (at once), is shared whatever this says. Zero shares
+  /// whatever waits; a negative value counts as zero.
   std::chrono::microseconds share_threshold{100};
   /// Timeout of an ask that is given none. Zero (the default) means such an
   /// ask waits until it is answered or the actor stops; either way it never

@@ -100,7 +100,9 @@ public:
     const auto per_turn = static_cast<std::uint64_t>(std::max<std::int64_t>(elapsed.count(), 0)) / turns;
     const std::int64_t old = turn_ns_.load(std::memory_order_relaxed);
     const std::int64_t now = static_cast<std::int64_t>(std::min<std::uint64_t>(per_turn, max_turn_ns));
-    turn_ns_.store(static_cast<std::uint32_t>(old + (now - old) / 8), std::memory_order_relaxed);
+    // The first figure is taken whole: an average that starts from zero
+    // would call a new worker's queue empty of work for many runs.
+    turn_ns_.store(static_cast<std::uint32_t>(old == 0 ? now : old + (now - old) / 8), std::memory_order_relaxed);
   }
   /// Racy: the owner's recent time per turn (0 before it ran any).
   std::uint32_t turn_ns() const noexcept { return turn_ns_.load(std::memory_order_relaxed); }
@@ -167,6 +169,14 @@ public:
       }
     }
     if (!victim) return nullptr;
+    return steal_from(thief, *victim);
+  }
+
+  /// Work for `thief` (its own queue, or null) from `victim`: its oldest
+  /// half (at most `run_queue::max_taken`). Returns the first to run; the
+  /// rest go to `thief`'s queue.
+  run_link* steal_from(run_queue* thief, run_queue& victim_queue) noexcept {
+    run_queue* victim = &victim_queue;
     std::uint32_t n = 0;
     run_link* last = nullptr;
     run_link* first = victim->take_half(n, last);

@@ -19,7 +19,7 @@ namespace troupe::detail {
 /// shutting down.
 template <class T, class Cell, class... A>
 cell_ptr<cell<T>> start_cell(system_state& s, const spawn_options& options, A&&... args) {
-  const std::uint8_t shard = system_state::this_thread_shard();
+  const std::uint8_t shard = system_state::this_thread_home_shard();
   if (!s.begin_spawn(shard)) throw error(errc::system_shutdown, "spawn after the actor system began shutting down");
   struct spawning_done {
     system_state& s;

@@ -170,26 +170,33 @@ struct system_state {
     std::atomic<std::size_t> cells{0};
   };
   static constexpr std::size_t registry_shards = 16;
-  registry_shard shards[registry_shards];
-  /// The lists of one thread's spawns, taken in turn: a thread that spawns
+  /// The lists of one thread's cells, taken in turn: a thread that spawns
   /// while another stops what it spawned (a program's thread handing work
   /// to actors that stop when done) rarely waits for that one's lock.
   static constexpr std::size_t shards_per_thread = 4;
-  /// The list the calling thread's next spawn enters.
-  static std::uint8_t this_thread_shard() noexcept {
+  struct thread_shard_turn {
+    std::uint32_t first = 0, next = 0;
+    bool chosen = false;
+  };
+  static thread_shard_turn& thread_shards() noexcept {
     static std::atomic<std::uint32_t> threads{0};
-    struct turn {
-      std::uint32_t first = 0, next = 0;
-      bool chosen = false;
-    };
-    thread_local turn t; // constant-initialized: no guard on each use
+    thread_local thread_shard_turn t; // constant-initialized: no guard on each use
     if (!t.chosen) {
       t.first = threads.fetch_add(1, std::memory_order_relaxed) % (registry_shards / shards_per_thread) *
                 shards_per_thread;
       t.chosen = true;
     }
+    return t;
+  }
+  registry_shard shards[registry_shards];
+  /// The list the calling thread's next cell enters (its lists in turn).
+  static std::uint8_t this_thread_shard() noexcept {
+    auto& t = thread_shards();
     return static_cast<std::uint8_t>(t.first + t.next++ % shards_per_thread);
   }
+  /// The calling thread's first list, where its spawns under way are
+  /// counted.
+  static std::uint8_t this_thread_home_shard() noexcept { return static_cast<std::uint8_t>(thread_shards().first); }
   /// A cell was made on a thread of `shard` / one made there is destroyed:
   /// the system lives while any cell does, without a count that every
   /// thread's spawns and stops would share.
@@ -199,6 +206,8 @@ struct system_state {
   void cell_destroyed(std::uint8_t shard) noexcept {
     if (shards[shard].cells.fetch_sub(1, std::memory_order_acq_rel) == 1) release();
   }
+  /// Sums over the lists: exact when no spawn or stop is under way, a
+  /// moment's approximation otherwise (the lists are read one by one).
   std::size_t live_count() const noexcept {
     std::size_t n = 0;
     for (const auto& sh : shards) n += sh.live.load(std::memory_order_seq_cst);

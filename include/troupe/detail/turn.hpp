@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace troupe::detail {
 
@@ -113,8 +114,15 @@ inline cell_base* as_cell(run_link* l) noexcept { return static_cast<cell_base*>
 /// The work (in nanoseconds of turns) that a queue of `s` holds before
 /// an idle worker takes half of it.
 inline std::uint64_t share_ns(const system_state& s) noexcept {
-  return static_cast<std::uint64_t>(std::chrono::nanoseconds(s.config.share_threshold).count());
+  // In microseconds first: a huge threshold (`microseconds::max()`, say)
+  // must not overflow into a small one; a negative one is zero.
+  const auto us = s.config.share_threshold.count();
+  if (us <= 0) return 0;
+  constexpr std::int64_t max_us = std::numeric_limits<std::int64_t>::max() / 1000;
+  return static_cast<std::uint64_t>(std::min<std::int64_t>(us, max_us)) * 1000;
 }
+
+inline void arm_monitor(system_state& s) noexcept;
 
 /// Runs the work this thread's queue holds, or work stolen from another
 /// worker's (posted as a request for help, or to resume after a yield).
@@ -130,14 +138,21 @@ inline void drain(system_state& s) noexcept {
 /// `run_turns`). Usually the owner runs this; a worker that was idle may
 /// come first, while the owner runs what waited in the pool's queue: it
 /// then takes the whole queue, so the actors that were running together
-/// stay together and none is left behind a worker that may now idle.
+/// stay together and none is left behind a worker that may now idle. A
+/// worker with a queue of its own (it yielded too, and its own
+/// continuation waits) takes half, and the monitor looks at the rest.
 inline void resume(system_state& s, run_queue* from) noexcept {
   auto& t = this_turn;
   t.bind(s);
   if (t.queue && t.queue != from) {
-    std::uint32_t n = 0;
-    run_link* last = nullptr;
-    if (run_link* first = from->take_all(n, last)) t.queue->append(first, last, n);
+    if (t.queue->size() == 0) {
+      std::uint32_t n = 0;
+      run_link* last = nullptr;
+      if (run_link* first = from->take_all(n, last)) t.queue->append(first, last, n);
+    } else if (run_link* first = s.queues.steal_from(t.queue, *from)) {
+      t.queue->push(first);
+      arm_monitor(s);
+    }
   }
   drain(s);
 }
@@ -255,18 +270,29 @@ inline void arm_monitor(system_state& s) noexcept {
 /// if a worker is stuck with work queued or a queue holds work enough to
 /// share; looks again later while work waits.
 inline void monitor_look(system_state& s) noexcept {
-  bool share = false, waiting = false;
+  bool waiting = false;
+  run_queue* stuck_one = nullptr; // shared first: its owner cannot get to it
+  run_queue* longest = nullptr;   // else the most work waiting, if enough
+  std::uint64_t most = 0;
   for (std::uint32_t i = 0; i < s.queues.count(); ++i) {
     auto& q = s.queues[i];
     const bool stuck = q.stuck_since_last_look();
-    if (q.size() > 0) {
-      waiting = true;
-      share = share || stuck || q.backlog_ns() >= share_ns(s);
+    if (q.size() == 0) continue;
+    waiting = true;
+    if (stuck && !stuck_one) stuck_one = &q;
+    if (const auto work = q.backlog_ns(); work >= share_ns(s) && (!longest || work > most)) {
+      most = work;
+      longest = &q;
     }
   }
   s.monitor_armed.store(false, std::memory_order_release);
   if (waiting) arm_monitor(s); // looks again while anything waits (a stuck worker's rest, say)
-  if (share) drain(s);
+  run_queue* victim = stuck_one ? stuck_one : longest;
+  if (!victim) return;
+  auto& t = this_turn;
+  t.bind(s);
+  if (t.queue == victim) return; // this worker's own: it runs it now anyway
+  if (auto* c = as_cell(s.queues.steal_from(t.queue, *victim))) run_turns(c);
 }
 
 /// Runs `c`'s turn, then the completions it produced for this pool's
@@ -285,6 +311,9 @@ inline void run_turns(cell_base* c) noexcept {
   run_queue* q = t.queue;
   auto& later = this_after_turn;
   std::uint32_t handoffs = 0;
+  std::uint32_t since_injected = 0;
+  constexpr auto max_run_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(turn_state::max_run).count());
   std::uint32_t turns = 1;
   // The thread's time per turn, for telling how long its queue would keep
   // it busy (two clock reads per run of turns, not per turn).
@@ -335,10 +364,18 @@ inline void run_turns(cell_base* c) noexcept {
         next = nullptr;
       }
     }
+    if (++since_injected >= turn_state::injected_interval) {
+      since_injected = 0;
+      if (sys->injected.load(std::memory_order_relaxed)) {
+        take_injected(*sys, *q);
+        if (next) { // those from outside go first, then the hand-off
+          q->push(next);
+          next = nullptr;
+        }
+      }
+    }
     if (!next) {
       handoffs = 0;
-      if (turns % turn_state::injected_interval == 0 && sys->injected.load(std::memory_order_relaxed))
-        take_injected(*sys, *q);
       next = as_cell(q->pop());
       // Out of work: another worker's queue is taken from only when it
       // holds work enough to share (else this thread goes idle; the
@@ -348,8 +385,12 @@ inline void run_turns(cell_base* c) noexcept {
       if (!next) next = as_cell(sys->queues.steal(q, share_ns(*sys)));
       if (!next) return;
     }
+    // The clock is read every 16 turns, or after every turn when turns
+    // are long (this thread's recent time per turn), so that `max_run`
+    // holds for a few long turns as for many short ones.
     if (turns == turn_state::max_turns ||
-        (turns % 16 == 0 && std::chrono::steady_clock::now() - timed.began >= turn_state::max_run)) {
+        ((turns % 16 == 0 || std::uint64_t{q->turn_ns()} * 16 >= max_run_ns) &&
+         std::chrono::steady_clock::now() - timed.began >= turn_state::max_run)) {
       // Back to the pool's queue for a while: what waits there runs, then
       // this thread (or an idle one) goes on with the queue.
       q->push(next);
