@@ -321,8 +321,9 @@ public:
   /// wakes, away from the actors it talks to.
   void requeue() noexcept {
     auto& t = this_turn;
-    if (t.in_turn && t.sys == sys_ && t.queue && t.queue_sys == sys_) return t.enqueue(this, false);
-    schedule();
+    if (t.in_turn && t.sys == sys_ && t.queue && t.queue_sys == sys_ && sys_->queues.count() > 1)
+      return t.enqueue(this, false);
+    schedule(); // with one worker the post wakes no other thread
   }
 
   void post(bool continuation) noexcept override {
