@@ -218,7 +218,8 @@ public:
   /// are not counted: their askers got the error.
   std::uint64_t dead_letters() const noexcept { return state_->dead_letters.load(std::memory_order_relaxed); }
 
-  /// Actors spawned and not yet stopped.
+  /// Actors spawned and not yet stopped (exact when no spawn or stop is
+  /// under way; the count is kept in parts, summed here).
   std::size_t live_actors() const {
     return state_->live_count();
   }
