@@ -178,17 +178,25 @@ inline void arm_monitor(system_state& s) noexcept;
 /// turns, so what comes from outside waits a few turns, not until the
 /// worker yields to the pool (the drain posted for the list may then find
 /// it empty).
-inline void take_injected(system_state& s, run_queue& q) noexcept {
-  run_link* newest = s.injected.exchange(nullptr, std::memory_order_acquire);
-  if (!newest) return;
+/// The injected list `newest` (newest first) turned oldest first; `n`
+/// receives its length.
+inline run_link* oldest_first(run_link* newest, std::uint32_t& n) noexcept {
   run_link* first = nullptr;
-  std::uint32_t n = 0;
-  for (run_link* l = newest; l; ++n) { // the list is newest first: reverse it
+  n = 0;
+  for (run_link* l = newest; l; ++n) {
     run_link* older = l->run_next;
     l->run_next = first;
     first = l;
     l = older;
   }
+  return first;
+}
+
+inline void take_injected(system_state& s, run_queue& q) noexcept {
+  run_link* newest = s.injected.exchange(nullptr, std::memory_order_acquire);
+  if (!newest) return;
+  std::uint32_t n = 0;
+  run_link* first = oldest_first(newest, n);
   q.append(first, newest, n);
   if (q.backlog_ns() >= share_ns(s)) request_help(s);
   arm_monitor(s);
@@ -204,14 +212,8 @@ inline void drain_injected(system_state& s) noexcept {
   // cleared and posts.)
   s.drain_posted.store(false, std::memory_order_seq_cst);
   run_link* newest = s.injected.exchange(nullptr, std::memory_order_seq_cst);
-  run_link* first = nullptr;
   std::uint32_t n = 0;
-  for (run_link* l = newest; l; ++n) { // the list is newest first: reverse it
-    run_link* older = l->run_next;
-    l->run_next = first;
-    first = l;
-    l = older;
-  }
+  run_link* first = oldest_first(newest, n);
   if (!first) return;
   auto& t = this_turn;
   t.bind(s);
