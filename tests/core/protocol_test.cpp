@@ -104,12 +104,17 @@ struct poll_total {
 struct seen_query {};
 class poller : public troupe::with_context<poller> {
 public:
+  explicit poller(std::shared_ptr<test::latch> seen) : seen_signal_(std::move(seen)) {}
   void handle(poll_total p) {
-    ctx().ask(p.counter, total{}).then([this](int t) { seen_.push_back(t); });
+    ctx().ask(p.counter, total{}).then([this](int t) {
+      seen_.push_back(t);
+      seen_signal_->count_down();
+    });
   }
   std::vector<int> handle(seen_query) const { return seen_; }
 
 private:
+  std::shared_ptr<test::latch> seen_signal_;
   std::vector<int> seen_;
 };
 
@@ -164,13 +169,10 @@ TEST_CASE("a request through a protocol continues in the asking actor") {
   troupe::actor_system sys;
   troupe::typed_ref<counter_protocol> c = sys.spawn<plain_counter>();
   c.tell(add{7});
-  auto p = sys.spawn<poller>();
+  auto seen = std::make_shared<test::latch>(1);
+  auto p = sys.spawn<poller>(seen);
   p.tell(poll_total{c});
-  const auto until = std::chrono::steady_clock::now() + test::deadline;
-  while (test::get(p.ask(seen_query{}, asio::use_future)).empty()) {
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(1ms);
-  }
+  REQUIRE(seen->wait()); // the continuation ran in the asking actor
   CHECK(test::get(p.ask(seen_query{}, asio::use_future)) == std::vector<int>{7});
 }
 
@@ -224,12 +226,14 @@ struct observed {
 class interleaver {
 public:
   using reentrant = troupe::messages<fetch_twice, fail_later>;
-  explicit interleaver(troupe::context<interleaver> ctx) : ctx_(ctx) {}
+  explicit interleaver(troupe::context<interleaver> ctx, std::shared_ptr<test::latch> waiting = nullptr)
+      : ctx_(ctx), waiting_(std::move(waiting)) {}
 
   /// Other messages run between its steps: the pings counted while it waits.
   troupe::task<int> handle(fetch_twice f) {
     const int before = state_.pings;
     state_.waiting = true;
+    if (waiting_) waiting_->count_down();
     int a = co_await f.from.ask(slow_query{});
     state_.pings_seen_across_await.push_back(state_.pings - before);
     int b = co_await f.from.ask(slow_query{});
@@ -246,6 +250,7 @@ public:
 
 private:
   troupe::context<interleaver> ctx_;
+  std::shared_ptr<test::latch> waiting_;
   observed state_;
 };
 
@@ -254,17 +259,15 @@ private:
 TEST_CASE("a reentrant coroutine handler lets other messages in while it waits, one turn at a time") {
   troupe::actor_system sys;
   auto svc = sys.spawn<slow_service>();
-  auto a = sys.spawn<interleaver>();
+  auto waiting = std::make_shared<test::latch>(1);
+  auto a = sys.spawn<interleaver>(waiting);
   auto reply = a.ask(fetch_twice{svc}, asio::use_future);
-  auto until = std::chrono::steady_clock::now() + test::deadline;
-  while (!test::get(a.ask(view{}, asio::use_future)).waiting) { // its first step ran: it waits now
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(1ms);
-  }
+  REQUIRE(waiting->wait()); // its first step ran: it waits now
+  CHECK(test::get(a.ask(view{}, asio::use_future)).waiting);
   for (int i = 0; i < 100; ++i) a.tell(ping{});
   CHECK(test::get(a.ask(view{}, asio::use_future)).pings == 100); // handled while the handler waits
   CHECK(reply.wait_for(0ms) == std::future_status::timeout);
-  until = std::chrono::steady_clock::now() + test::deadline;
+  const auto until = std::chrono::steady_clock::now() + test::deadline;
   while (reply.wait_for(1ms) != std::future_status::ready) {
     REQUIRE(std::chrono::steady_clock::now() < until);
     svc.tell(let_go{}); // both of its asks, one after the other
