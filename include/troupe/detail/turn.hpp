@@ -35,8 +35,9 @@ namespace troupe::detail {
 /// work waiting in its queue has a length in time (`backlog_ns`); it is
 /// shared when that reaches `system_config::share_threshold`, in three
 /// cases. A worker out of work takes half of the queue with the most work
-/// waiting. A long run of pushes to a held actor within one turn (a
-/// producer flooding a consumer) moves the held actors to the run queue
+/// waiting. A turn that pushes more messages than one turn of an actor
+/// takes (a producer flooding a consumer; see `flood_pushes`) moves the
+/// actors it holds to the run queue
 /// and posts a request for help at once, whatever their length: an idle
 /// worker takes it and steals, and the consumer runs in parallel with its
 /// producer. Otherwise, while work waits in a run queue, a monitor timer
@@ -47,7 +48,10 @@ namespace troupe::detail {
 /// way the worker that runs the monitor steals half of it.
 struct turn_state {
   static constexpr std::uint32_t max_pending = 4;
-  static constexpr std::uint32_t max_pushes_held = 16;
+  /// The fewest pushes within one turn that make a flood; a turn floods
+  /// only when it pushes more than one turn of an actor takes
+  /// (`system_config::throughput`, see `flood_pushes`).
+  static constexpr std::uint32_t min_flood_pushes = 16;
   /// Hand-offs in a row before the next actor goes behind those queued.
   static constexpr std::uint32_t max_handoffs = 64;
   /// Turns, or time, before the thread goes back to the pool's queue
@@ -120,6 +124,18 @@ inline std::uint64_t share_ns(const system_state& s) noexcept {
   if (us <= 0) return 0;
   constexpr std::int64_t max_us = std::numeric_limits<std::int64_t>::max() / 1000;
   return static_cast<std::uint64_t>(std::min<std::int64_t>(us, max_us)) * 1000;
+}
+
+/// Pushes within one turn (to actors of its system) beyond which the turn
+/// floods the actors it holds (`spill`): they go where an idle worker
+/// takes them, and so do those it wakes later in the turn. A stage of a
+/// pipeline hands on in each turn what its turn took, at most a turn's
+/// budget, and the stage it woke takes it all in one turn of its own, next
+/// on this thread: no flood. A producer that pushes more than that in one
+/// turn keeps its consumers busy for turns to come, and they had better
+/// run in parallel with it.
+inline std::uint32_t flood_pushes(const system_state& s) noexcept {
+  return std::max(turn_state::min_flood_pushes, s.config.throughput);
 }
 
 inline void arm_monitor(system_state& s) noexcept;
@@ -410,7 +426,7 @@ inline void turn_state::hold(cell_base* c) noexcept {
     --pending;
   }
   woken[pending++] = c;
-  pushes = 0;
+  if (++pushes > flood_pushes(*sys)) spill();
 }
 
 inline void turn_state::spill() noexcept {
