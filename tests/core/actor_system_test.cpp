@@ -462,7 +462,7 @@ TEST_CASE("actors that pass messages among themselves stay on one thread while t
 TEST_CASE("actors that hand each turn's batch of messages on to the next stay on one thread while the other idles") {
   // A pipeline's shape: the first stage is flooded with 20,000 tokens at
   // once, and each turn of a stage takes up to the budget (256 messages)
-  // and hands every one on to the next of 8 stages. The flood may bring
+  // and hands every one on to the next of 60 stages. The flood may bring
   // the idle worker in (the flooded stage then runs in parallel with the
   // one flooding it), but a turn that pushes no more to the actor it woke
   // than one of that actor's turns takes is not a flood: the next stage
@@ -485,8 +485,8 @@ TEST_CASE("actors that hand each turn's batch of messages on to the next stay on
   }
   REQUIRE(total == tokens * (hops + 1));
   INFO(crossed << " of " << total << " messages crossed threads");
-  // Once per item at most, where the chain is split between the threads
-  // (the monitor moved a stage off a worker it found stuck); it was 3 to 6
+  // At most twice per item: where the chain is split between the threads
+  // (the monitor moves a stage off a worker it finds stuck); it was 3 to 6
   // times per item.
   CHECK(crossed <= 2L * tokens);
 }

@@ -390,8 +390,7 @@ private:
     if (!turn.holding || turn.sys != sys_) counted.emplace(sys_->posts);
     switch (inbox_.push(e)) {
     case inbox::push_result::queued:
-      // Counted outside turns too, harmlessly: each turn starts at 0.
-      if (turn.sys == sys_ && ++turn.pushes > flood_pushes(*sys_) && turn.pending) turn.spill();
+      if (turn.in_turn && turn.sys == sys_) turn.pushed();
       return {};
     case inbox::push_result::unblocked:
       if (turn.in_turn && turn.sys == sys_)

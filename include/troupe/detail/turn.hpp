@@ -48,10 +48,11 @@ namespace troupe::detail {
 /// way the worker that runs the monitor steals half of it.
 struct turn_state {
   static constexpr std::uint32_t max_pending = 4;
-  /// The fewest pushes within one turn that make a flood; a turn floods
-  /// only when it pushes more than one turn of an actor takes
-  /// (`system_config::throughput`, see `flood_pushes`).
-  static constexpr std::uint32_t min_flood_pushes = 16;
+  /// Pushes within one turn beyond one turn's budget before the turn
+  /// floods (see `flood_pushes`), and the most pushes it takes whatever
+  /// the budget.
+  static constexpr std::uint32_t flood_slack = 16;
+  static constexpr std::uint32_t max_flood_pushes = 4096;
   /// Hand-offs in a row before the next actor goes behind those queued.
   static constexpr std::uint32_t max_handoffs = 64;
   /// Turns, or time, before the thread goes back to the pool's queue
@@ -91,6 +92,9 @@ struct turn_state {
   }
 
   void hold(cell_base* c) noexcept;
+  /// Counts a push of this turn to an actor of its system already
+  /// scheduled; past `flood_pushes`, spills what the turn holds.
+  void pushed() noexcept;
   /// Moves the held actors to this thread's run queue and asks for help.
   void spill() noexcept;
   /// Queues `c` behind this thread's work; `help`: ask an idle worker to
@@ -133,9 +137,12 @@ inline std::uint64_t share_ns(const system_state& s) noexcept {
 /// budget, and the stage it woke takes it all in one turn of its own, next
 /// on this thread: no flood. A producer that pushes more than that in one
 /// turn keeps its consumers busy for turns to come, and they had better
-/// run in parallel with it.
+/// run in parallel with it. A few pushes beyond the budget (a stage that
+/// also reports to a monitor, say) are no flood either; and a huge budget
+/// does not keep a producer's consumers held for long (`max_flood_pushes`).
 inline std::uint32_t flood_pushes(const system_state& s) noexcept {
-  return std::max(turn_state::min_flood_pushes, s.config.throughput);
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(
+      std::uint64_t{s.config.throughput} + turn_state::flood_slack, turn_state::max_flood_pushes));
 }
 
 inline void arm_monitor(system_state& s) noexcept;
@@ -427,6 +434,10 @@ inline void turn_state::hold(cell_base* c) noexcept {
   }
   woken[pending++] = c;
   if (++pushes > flood_pushes(*sys)) spill();
+}
+
+inline void turn_state::pushed() noexcept {
+  if (++pushes > flood_pushes(*sys) && pending) spill();
 }
 
 inline void turn_state::spill() noexcept {

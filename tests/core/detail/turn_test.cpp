@@ -297,3 +297,35 @@ TEST_CASE("a steal takes from a queue only when its work reaches the threshold, 
   CHECK(last->run_next == nullptr);
   CHECK(a.size() == 1'000 - d::run_queue::max_taken);
 }
+
+TEST_CASE("a turn that pushes more than a turn's budget in total lets an idle worker take the actor it woke; one "
+          "that pushes no more keeps it held") {
+  // The budget is 256 by default; a flood is more than 256 + 16 pushes.
+  const bool flood = GENERATE(false, true);
+  system_fixture f(2);
+  const std::uint32_t threshold = d::flood_pushes(*f.state);
+  REQUIRE(threshold == 256 + d::turn_state::flood_slack);
+  std::atomic<bool> consumer_ran{false};
+  std::atomic<bool> ran_during_turn{false};
+  std::promise<void> done, turn_ended;
+  fake_cell consumer(*f.state);
+  consumer.on_turn = [&] {
+    if (!consumer_ran.exchange(true)) done.set_value();
+  };
+  fake_cell producer(*f.state);
+  producer.on_turn = [&] {
+    d::this_turn.hold(&consumer); // the push that woke it: one
+    for (std::uint32_t i = 1; i < threshold + (flood ? 1 : 0); ++i) d::this_turn.pushed();
+    // Held, the consumer runs only after this turn; spilled, the other
+    // worker takes it now.
+    const auto until = std::chrono::steady_clock::now() + (flood ? std::chrono::seconds(10) : std::chrono::milliseconds(50));
+    while (!consumer_ran.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    ran_during_turn = consumer_ran.load();
+    turn_ended.set_value();
+  };
+  asio::post(f.state->executor(), [&] { d::run_turns(&producer); });
+  REQUIRE(done.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  REQUIRE(turn_ended.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  INFO("flood: " << flood);
+  CHECK(ran_during_turn == flood);
+}
