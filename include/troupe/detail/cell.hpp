@@ -390,7 +390,9 @@ private:
     if (!turn.holding || turn.sys != sys_) counted.emplace(sys_->posts);
     switch (inbox_.push(e)) {
     case inbox::push_result::queued:
-      if (turn.in_turn && turn.sys == sys_) turn.pushed();
+      // Counted while the turn holds an actor it woke (a turn's pushes to
+      // actors of any system): with nothing held there is nothing to spill.
+      if (turn.pending) turn.pushed();
       return {};
     case inbox::push_result::unblocked:
       if (turn.in_turn && turn.sys == sys_)

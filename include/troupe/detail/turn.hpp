@@ -78,6 +78,8 @@ struct turn_state {
   const system_state* sys = nullptr;
   std::uint32_t pending = 0;
   std::uint32_t pushes = 0;
+  /// `flood_pushes(*sys)`, read when the run of turns began.
+  std::uint32_t flood = 0;
   cell_base* woken[max_pending];
   /// This thread's run queue (once it ran a turn of `queue_sys`), or null.
   run_queue* queue = nullptr;
@@ -92,8 +94,8 @@ struct turn_state {
   }
 
   void hold(cell_base* c) noexcept;
-  /// Counts a push of this turn to an actor of its system already
-  /// scheduled; past `flood_pushes`, spills what the turn holds.
+  /// Counts a push to an actor already scheduled while the turn holds one
+  /// it woke; past `flood`, spills what the turn holds.
   void pushed() noexcept;
   /// Moves the held actors to this thread's run queue and asks for help.
   void spill() noexcept;
@@ -130,9 +132,10 @@ inline std::uint64_t share_ns(const system_state& s) noexcept {
   return static_cast<std::uint64_t>(std::min<std::int64_t>(us, max_us)) * 1000;
 }
 
-/// Pushes within one turn (to actors of its system) beyond which the turn
-/// floods the actors it holds (`spill`): they go where an idle worker
-/// takes them, and so do those it wakes later in the turn. A stage of a
+/// Pushes within one turn (counted while it holds an actor it woke, from
+/// the turn's start) beyond which the turn floods the actors it holds
+/// (`spill`): they go where an idle worker takes them, and so do those it
+/// wakes later in the turn. A stage of a
 /// pipeline hands on in each turn what its turn took, at most a turn's
 /// budget, and the stage it woke takes it all in one turn of its own, next
 /// on this thread: no flood. A producer that pushes more than that in one
@@ -333,6 +336,7 @@ inline void run_turns(cell_base* c) noexcept {
   }
   system_state* sys = &c->sys();
   t.bind(*sys);
+  t.flood = flood_pushes(*sys);
   run_queue* q = t.queue;
   auto& later = this_after_turn;
   std::uint32_t handoffs = 0;
@@ -433,11 +437,11 @@ inline void turn_state::hold(cell_base* c) noexcept {
     --pending;
   }
   woken[pending++] = c;
-  if (++pushes > flood_pushes(*sys)) spill();
+  if (++pushes > flood) spill();
 }
 
 inline void turn_state::pushed() noexcept {
-  if (++pushes > flood_pushes(*sys) && pending) spill();
+  if (++pushes > flood) spill();
 }
 
 inline void turn_state::spill() noexcept {
