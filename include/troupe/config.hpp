@@ -17,9 +17,10 @@ struct system_config {
   std::size_t threads = 0;
   /// Messages an actor processes per turn before it yields its thread to
   /// other actors (fairness). Higher favours throughput, lower latency.
-  /// It also tells a flood: a turn that pushes more messages than this
-  /// (plus 16; 4096 at most), in total, lets an idle worker take the actors
-  /// it woke, to run in parallel with it.
+  /// It also tells a flood: a turn that holds an actor it woke and makes
+  /// more pushes than this plus 16 (4096 at most; counting from the turn's
+  /// start its wake-ups and the pushes it makes while holding one) lets an
+  /// idle worker take the actors it woke, to run in parallel with it.
   std::uint32_t throughput = 256;
   /// Work waiting behind a busy worker thread moves to an idle one only when
   /// it would keep the busy one at least this long (the actors waiting,

@@ -466,8 +466,8 @@ TEST_CASE("actors that hand each turn's batch of messages on to the next stay on
   // it finds in one turn for a millisecond, rarely does on a slow build)
   // and hands every one on to the next of 60 stages. The flood may bring
   // the idle worker in (the flooded stage then runs in parallel with the
-  // one flooding it), but a turn that pushes no more to the actor it woke
-  // than one of that actor's turns takes is not a flood: the next stage
+  // one flooding it), but a turn that pushes no more than one turn of the
+  // actor it woke takes is not a flood: the next stage
   // runs next on the same thread. It used to count as one after 16
   // pushes, asking the idle worker to take the stage: the stages then
   // moved between the threads all the time, hand-ons crossing cores.
@@ -489,8 +489,8 @@ TEST_CASE("actors that hand each turn's batch of messages on to the next stay on
   REQUIRE(total == tokens * (hops + 1));
   INFO(crossed << " of " << total << " messages crossed threads");
   // At most twice per item: where the chain is split between the threads
-  // (the monitor moves a stage off a worker it finds stuck); it was 3 to 6
-  // times per item. Not in the sanitizer builds: slowed down several times
+  // (the monitor moves a stage off a worker it finds stuck); it was 2.5 to
+  // 7 times per item. Not in the sanitizer builds: slowed down several times
   // and sharing the machine with other tests, their workers are found
   // stuck so often that the monitor alone moves stages all the time.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
