@@ -239,6 +239,27 @@ private:
   long handled_ = 0, crossed_ = 0;
 };
 
+/// Spawns a ring of `stages` stages (`Stage`, linked by `Link`) in `sys`,
+/// starts `tokens` tokens of `hops` hops each at the first, waits until
+/// every one has made them, and returns the sum of the stages' two counts
+/// (messages handled, and the stage's own second count).
+template <class Stage, class Link, class Start>
+std::pair<long, long> run_ring(troupe::actor_system& sys, int stages, int tokens, int hops) {
+  auto done = std::make_shared<test::latch>(tokens);
+  std::vector<troupe::actor_ref<Stage>> ring;
+  for (int i = 0; i < stages; ++i) ring.push_back(sys.spawn<Stage>(done));
+  for (int i = 0; i < stages; ++i) test::get(ring[i].ask(Link{ring[(i + 1) % stages]}, asio::use_future));
+  ring[0].tell(Start{tokens, hops});
+  REQUIRE(done->wait());
+  long total = 0, counted = 0;
+  for (auto& r : ring) {
+    auto [n, m] = test::get(r.ask(ring_counts{}, asio::use_future));
+    total += n;
+    counted += m;
+  }
+  return {total, counted};
+}
+
 /// Spawns an actor from inside the system and answers with its ID.
 struct spawn_one {};
 class spawner {
@@ -442,18 +463,7 @@ TEST_CASE("actors that pass messages among themselves stay on one thread while t
   constexpr int stages = 4, tokens = 16, hops = 4'000;
   troupe::actor_system sys(
       troupe::system_config{.threads = 2, .throughput = 2, .share_threshold = std::chrono::hours(1)});
-  auto done = std::make_shared<test::latch>(tokens);
-  std::vector<troupe::actor_ref<ring_stage>> ring;
-  for (int i = 0; i < stages; ++i) ring.push_back(sys.spawn<ring_stage>(done));
-  for (int i = 0; i < stages; ++i) test::get(ring[i].ask(ring_link{ring[(i + 1) % stages]}, asio::use_future));
-  ring[0].tell(ring_start{tokens, hops});
-  REQUIRE(done->wait());
-  long total = 0, moves = 0;
-  for (auto& r : ring) {
-    auto [n, m] = test::get(r.ask(ring_counts{}, asio::use_future));
-    total += n;
-    moves += m;
-  }
+  const auto [total, moves] = run_ring<ring_stage, ring_link, ring_start>(sys, stages, tokens, hops);
   REQUIRE(total == tokens * (hops + 1));
   INFO(moves << " moves in " << total << " messages");
   CHECK(moves <= total / 200);
@@ -474,18 +484,7 @@ TEST_CASE("actors that hand each turn's batch of messages on to the next stay on
   constexpr int stages = 60, tokens = 20'000, hops = stages - 1;
   troupe::actor_system sys(
       troupe::system_config{.threads = 2, .throughput = 64, .share_threshold = std::chrono::hours(1)});
-  auto done = std::make_shared<test::latch>(tokens);
-  std::vector<troupe::actor_ref<chain_stage>> ring;
-  for (int i = 0; i < stages; ++i) ring.push_back(sys.spawn<chain_stage>(done));
-  for (int i = 0; i < stages; ++i) test::get(ring[i].ask(chain_link{ring[(i + 1) % stages]}, asio::use_future));
-  ring[0].tell(chain_start{tokens, hops});
-  REQUIRE(done->wait());
-  long total = 0, crossed = 0;
-  for (auto& r : ring) {
-    auto [n, m] = test::get(r.ask(ring_counts{}, asio::use_future));
-    total += n;
-    crossed += m;
-  }
+  const auto [total, crossed] = run_ring<chain_stage, chain_link, chain_start>(sys, stages, tokens, hops);
   REQUIRE(total == tokens * (hops + 1));
   INFO(crossed << " of " << total << " messages crossed threads");
   // At most twice per item: where the chain is split between the threads

@@ -472,6 +472,8 @@ TEST_CASE("destroying an idle system is not held up by another system's work") {
 namespace {
 std::atomic<int> on_own_threads{0}, on_foreign_threads{0};
 std::atomic<bool> in_slow_handler{false};
+/// Counted down by each handled `slow_work` (set by the test).
+std::atomic<test::latch*> handled{nullptr};
 struct slow_work {
   int ms;
 };
@@ -482,8 +484,9 @@ struct remote {
   void handle(slow_work w) {
     (ctx.get_executor().running_in_this_thread() ? on_own_threads : on_foreign_threads)++;
     in_slow_handler = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(w.ms));
+    std::this_thread::sleep_for(std::chrono::milliseconds(w.ms)); // the long handler itself
     ++*data; // the instance must still be there
+    if (auto* l = handled.load()) l->count_down();
   }
 };
 struct kick_remote {
@@ -503,13 +506,13 @@ TEST_CASE("an actor woken by another system's actor runs on its own system's thr
       std::make_unique<troupe::actor_system>(troupe::system_config{.threads = 2, .shutdown_timeout = 50ms});
   auto k = s1->spawn<kicker>();
   auto r = s2->spawn<remote>();
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < 20; ++i) { // one at a time: each wakes the remote actor anew
+    test::latch one(1);
+    handled = &one;
     k.tell(kick_remote{r, 0});
-    std::this_thread::sleep_for(2ms);
+    REQUIRE(one.wait());
+    handled = nullptr;
   }
-  const auto deadline = std::chrono::steady_clock::now() + test::deadline;
-  while (on_own_threads + on_foreign_threads < 20 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(1ms);
   CHECK(on_own_threads == 20);
   CHECK(on_foreign_threads == 0);
   // A long handler of s2's actor, started by s1's: s2's shutdown sees it
@@ -524,7 +527,7 @@ TEST_CASE("an actor woken by another system's actor runs on its own system's thr
 namespace {
 struct hello {};
 struct memo {};
-std::atomic<bool> asker_replied{false};
+std::atomic<bool> asker_toils{false};
 struct answerer {
   int n = 0;
   int handle(hello) { return ++n; }
@@ -538,8 +541,8 @@ struct busy_asker {
   troupe::task<int> handle(ask_then_toil g) {
     int v = co_await g.y.ask(hello{});
     if (g.tell_first) g.y.tell(memo{});
-    asker_replied = true;
     const auto end = std::chrono::steady_clock::now() + 1500ms;
+    asker_toils = true;
     while (std::chrono::steady_clock::now() < end) {
     }
     co_return v;
@@ -553,10 +556,9 @@ TEST_CASE("an asker that tells the actor it asked, then works long, does not hol
     troupe::actor_system sys(troupe::system_config{.threads = 4});
     auto y = sys.spawn<answerer>();
     auto x = sys.spawn<busy_asker>();
-    asker_replied = false;
+    asker_toils = false;
     auto busy = x.ask(ask_then_toil{y, tell_first}, asio::use_future);
-    while (!asker_replied) std::this_thread::yield();
-    std::this_thread::sleep_for(10ms);
+    while (!asker_toils) std::this_thread::yield(); // its turn goes on, toiling
     const auto t0 = std::chrono::steady_clock::now();
     CHECK(test::get(y.ask(hello{}, asio::use_future)) == 2);
     CHECK(std::chrono::steady_clock::now() - t0 < 500ms);
