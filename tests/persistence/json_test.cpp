@@ -57,3 +57,14 @@ TEST_CASE("text that does not parse or does not convert throws") {
   CHECK_THROWS(tp::from_json_text<described>("{not json"));
   CHECK_THROWS(tp::from_json_text<described>(R"({"n":"seven"})"));
 }
+
+TEST_CASE("a string that is not UTF-8 (bytes of a binary value, Latin-1 text, a sequence cut short) reads back as "
+          "the bytes written") {
+  for (std::string bytes : {std::string("\xff\xfe\x00\x01", 4), std::string("caf\xe9"), std::string("\xc3"),
+                            std::string("\xed\xa0\x80"), std::string("ok \xc3\xa9")}) {
+    described d{1, bytes, {}};
+    const auto text = tp::to_json_text(d);
+    INFO(text);
+    CHECK(tp::from_json_text<described>(text).name == bytes);
+  }
+}

@@ -5,6 +5,8 @@
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
 
+#include <boost/describe/class.hpp>
+
 #include "../support.hpp"
 #include "temp_dir.hpp"
 
@@ -246,6 +248,47 @@ TEST_CASE("events holding JSON values are recovered intact") {
   CHECK(after == before);
   CHECK(after.find("number 1\"") != std::string::npos);
   CHECK(after.find("number 40\"") != std::string::npos);
+}
+
+namespace {
+struct named {
+  static constexpr std::string_view manifest = "test.named";
+  std::string name;
+};
+BOOST_DESCRIBE_STRUCT(named, (), (name))
+struct names_state {
+  std::vector<std::string> names;
+};
+struct name_it {
+  std::string name;
+};
+struct all_names {};
+class names : public tp::persistent_actor<names, names_state> {
+public:
+  using events = tp::event_types<named>;
+  using persistent_actor::persistent_actor;
+  static void apply(names_state& s, const named& e) { s.names.push_back(e.name); }
+  troupe::task<void> handle(name_it n) {
+    named e{std::move(n.name)}; // (named: GCC 12 and aggregate temporaries in co_await, docs/core.md)
+    co_await persist(std::move(e));
+  }
+  std::vector<std::string> handle(all_names) const { return state().names; }
+};
+} // namespace
+
+TEST_CASE("events holding strings that are not UTF-8 (Latin-1 text, binary bytes) are recovered as written") {
+  test::temp_dir dir;
+  const std::vector<std::string> written{"caf\xe9", std::string("\xff\x00\xfe", 3), "plain", "\xc3"};
+  {
+    tp::rocksdb_store store(dir.path.string());
+    troupe::actor_system sys;
+    auto a = sys.spawn<names>(tp::persistence_id{"names"}, journal_for(store));
+    for (auto& n : written) test::get(a.ask(name_it{n}, asio::use_future));
+  }
+  tp::rocksdb_store store(dir.path.string());
+  troupe::actor_system sys;
+  auto a = sys.spawn<names>(tp::persistence_id{"names"}, journal_for(store));
+  CHECK(test::get(a.ask(all_names{}, asio::use_future)) == written);
 }
 
 TEST_CASE("a second live actor of one persistence ID fails to spawn with already_running, also while the first "

@@ -26,14 +26,26 @@ std::string to_json_text(const T& x) {
   return boost::json::serialize(v);
 }
 
-/// `boost::json::value_to<T>(boost::json::parse(text))`. The parsed value
-/// uses the default (heap) storage: a `T` may hold JSON values (a
+/// How troupe reads the JSON text it wrote: a string's bytes come back as
+/// they were written, UTF-8 or not. (Boost.JSON writes a string's bytes as
+/// they are, and by default refuses to read text that is not UTF-8: a value
+/// holding a binary string or Latin-1 text would be stored and then never
+/// read again.)
+inline boost::json::parse_options json_text_options() {
+  boost::json::parse_options o;
+  o.allow_invalid_utf8 = true;
+  return o;
+}
+
+/// `boost::json::value_to<T>(boost::json::parse(text))`, strings read as
+/// the bytes written (`json_text_options`). The parsed value uses the
+/// default (heap) storage: a `T` may hold JSON values (a
 /// `boost::json::object` member, say), which share it. Throws
 /// `boost::system::system_error` for text that does not parse, and what
 /// `value_to` throws for a value that does not convert.
 template <class T>
 T from_json_text(std::string_view text) {
-  return boost::json::value_to<T>(boost::json::parse(text));
+  return boost::json::value_to<T>(boost::json::parse(text, {}, json_text_options()));
 }
 
 /// A type whose values convert to and from JSON through Boost.JSON.

@@ -230,7 +230,7 @@ private:
   const persistence_options* options_;
   /// The newest snapshot that could not be used, and why.
   std::optional<std::pair<sequence_nr, std::string>> unreadable_;
-  boost::json::parser parser_;
+  boost::json::parser parser_{{}, json_text_options()}; // strings read as the bytes written
   recovered<State> out_;
 };
 
