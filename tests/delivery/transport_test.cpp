@@ -81,3 +81,28 @@ TEST_CASE("a name admitted again replaces its admission: only the others' polici
   CHECK(t.knows("twin-a"));
   CHECK_FALSE(t.knows("short"));
 }
+
+TEST_CASE("a name's policy is its own, else its longest admitted prefix's, also after prefixes are admitted again") {
+  td::local_transport t;
+  t.admit_entities("order-", 1s, 10s);
+  t.admit_entities("order-vip-", 1s, 20s);
+  t.admit("order-vip-7", 1s, 30s);
+  CHECK(t.retention_of("order-1") == 10s);
+  CHECK(t.retention_of("order-vip-1") == 20s);
+  CHECK(t.retention_of("order-vip-7") == 30s);
+  CHECK(t.retention_of("order-") == 10s); // a name that is the prefix itself
+  CHECK_FALSE(t.retention_of("order"));
+  CHECK_FALSE(t.retention_of("warehouse-1"));
+  t.forget("order-vip-7");
+  CHECK(t.retention_of("order-vip-7") == 20s);
+  // Admitted again (as after a restart): still found, and only once.
+  t.admit_entities("order-vip-", 1s, 25s);
+  t.admit_entities("order-", 1s, 12s);
+  CHECK(t.retention_of("order-vip-7") == 25s);
+  CHECK(t.retention_of("order-2") == 12s);
+  CHECK(t.admissions() == 2);
+  // A prefix of another length, longer than any name asked for.
+  t.admit_entities("a-very-long-prefix-", 1s, 15s);
+  CHECK(t.retention_of("order-3") == 12s);
+  CHECK(t.knows("a-very-long-prefix-x"));
+}

@@ -60,7 +60,7 @@ struct dedup_expiry {
       if (n == 0 || n > key.size()) return std::nullopt;
       auto net = w.lock();
       if (!net) return std::nullopt;
-      const auto retention = net->retention_of(std::string(key.substr(2, n - 2)));
+      const auto retention = net->retention_of(key.substr(2, n - 2));
       if (!retention || *retention == std::chrono::milliseconds::max()) return std::nullopt;
       return decode_mark(value).time_ms + retention->count();
     });

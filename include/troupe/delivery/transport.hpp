@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -116,7 +117,7 @@ public:
 
   /// The dedup retention `admit` recorded for the receiver `name` (or for
   /// the entities whose prefix it has, the longest prefix first), if any.
-  std::optional<std::chrono::milliseconds> retention_of(const std::string& name) {
+  std::optional<std::chrono::milliseconds> retention_of(std::string_view name) {
     std::lock_guard g(policies_mutex_);
     const auto* p = policy_of(name);
     return p ? p->retention : std::nullopt;
@@ -126,7 +127,7 @@ public:
   /// known here); the first time a receiver hears from a sender that was
   /// not, the transport warns (`warn`): the retention rule cannot be
   /// checked for it.
-  bool knows(const std::string& name) {
+  bool knows(std::string_view name) {
     std::lock_guard g(policies_mutex_);
     return policy_of(name) != nullptr;
   }
@@ -217,6 +218,20 @@ private:
     std::string name;
     friend auto operator<=>(const admitted&, const admitted&) = default;
   };
+  /// An `admitted` to look up by, without a copy of the name.
+  struct admitted_view {
+    bool prefix = false;
+    std::string_view name;
+  };
+  struct by_admitted {
+    using is_transparent = void;
+    static admitted_view view(const admitted& a) noexcept { return {a.prefix, a.name}; }
+    static admitted_view view(const admitted_view& a) noexcept { return a; }
+    template <class A, class B> bool operator()(const A& a, const B& b) const noexcept {
+      const auto x = view(a), y = view(b);
+      return x.prefix != y.prefix ? x.prefix < y.prefix : x.name < y.name;
+    }
+  };
   struct policy {
     std::chrono::milliseconds horizon{};
     std::optional<std::chrono::milliseconds> retention;
@@ -241,7 +256,7 @@ private:
     }
     forget_locked(who);
     policies_.emplace(who, policy{horizon, retention});
-    if (who.prefix) ++prefixes_;
+    if (who.prefix) ++prefix_lengths_[who.name.size()];
     by_horizon_.emplace(horizon, who);
     if (retention) by_retention_.emplace(*retention, who);
   }
@@ -251,22 +266,28 @@ private:
     if (it == policies_.end()) return;
     by_horizon_.erase({it->second.horizon, who});
     if (it->second.retention) by_retention_.erase({*it->second.retention, who});
-    if (who.prefix) --prefixes_;
+    if (who.prefix)
+      if (auto l = prefix_lengths_.find(who.name.size()); l != prefix_lengths_.end() && --l->second == 0)
+        prefix_lengths_.erase(l);
     policies_.erase(it);
   }
 
   /// The policy of `name`: its own, or its longest admitted prefix's.
-  const policy* policy_of(const std::string& name) const {
-    if (auto it = policies_.find(admitted{false, name}); it != policies_.end()) return &it->second;
-    if (prefixes_ == 0) return nullptr;
-    for (auto n = name.size(); n > 0; --n)
-      if (auto it = policies_.find(admitted{true, name.substr(0, n)}); it != policies_.end()) return &it->second;
+  const policy* policy_of(std::string_view name) const {
+    if (auto it = policies_.find(admitted_view{false, name}); it != policies_.end()) return &it->second;
+    // Only the lengths some prefix has, the longest first; no copy of the
+    // name (a store's compactions ask this for every dedup mark).
+    for (auto l = prefix_lengths_.rbegin(); l != prefix_lengths_.rend(); ++l)
+      if (l->first > 0 && l->first <= name.size())
+        if (auto it = policies_.find(admitted_view{true, name.substr(0, l->first)}); it != policies_.end())
+          return &it->second;
     return nullptr;
   }
 
   std::mutex policies_mutex_;
-  std::map<admitted, policy> policies_;
-  std::size_t prefixes_ = 0;
+  std::map<admitted, policy, by_admitted> policies_;
+  std::map<std::size_t, std::size_t> prefix_lengths_; // length of admitted prefixes -> how many
+
   // The same, ordered by value (the shortest retention and the longest
   // horizon are what `admit` checks).
   std::set<std::pair<std::chrono::milliseconds, admitted>> by_horizon_, by_retention_;
