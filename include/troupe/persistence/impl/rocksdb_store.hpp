@@ -60,11 +60,6 @@ inline void rocksdb_store::open() {
 
 inline rocksdb::ColumnFamilyOptions rocksdb_store::sized_levels() const {
   rocksdb::ColumnFamilyOptions cf;
-  // A bloom filter of the memtable's keys: a get of a key that is not there
-  // (a delivery's dedup mark on its first arrival, an ID's deletion
-  // watermark) does not search the memtable's skip list.
-  cf.memtable_prefix_bloom_size_ratio = 0.01;
-  cf.memtable_whole_key_filtering = true;
   if (options_.write_buffers == 0) return cf;
   const std::uint64_t level1 = std::max<std::uint64_t>(options_.write_buffers / 2, 4u << 20);
   cf.max_bytes_for_level_base = level1;
