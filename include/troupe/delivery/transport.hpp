@@ -255,8 +255,10 @@ private:
         }
     }
     forget_locked(who);
-    policies_.emplace(who, policy{horizon, retention});
+    // (Counted first: should the emplace throw, a length too many costs a
+    // lookup, one too few would hide a prefix.)
     if (who.prefix) ++prefix_lengths_[who.name.size()];
+    policies_.emplace(who, policy{horizon, retention});
     by_horizon_.emplace(horizon, who);
     if (retention) by_retention_.emplace(*retention, who);
   }

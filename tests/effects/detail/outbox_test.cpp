@@ -93,6 +93,12 @@ TEST_CASE("the store may drop a finished record once its outcome is confirmed an
   CHECK_FALSE(at());
   r.info.status = te::effect_status::pending;
   CHECK_FALSE(at());
+  // A record that cannot be read is kept (the expiry throws), even when the
+  // three members the expiry needs are there.
+  CHECK_THROWS_AS(te::detail::record_expiry(te::detail::outbox_key("op"),
+                                            "\1{\"status\":\"completed\",\"finished\":5,\"confirmed\":true}",
+                                            std::chrono::milliseconds(50), std::chrono::milliseconds(500)),
+                  troupe::error);
   // The pending index's entries are not records.
   CHECK_FALSE(te::detail::record_expiry(te::detail::pending_key("op"), "", std::chrono::milliseconds(50),
                                         std::chrono::milliseconds(500)));

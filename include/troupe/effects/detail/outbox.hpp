@@ -66,38 +66,14 @@ inline std::optional<std::int64_t> record_expiry(std::string_view key, std::stri
                                                  std::chrono::milliseconds completed,
                                                  std::chrono::milliseconds failed) {
   if (key.empty() || key[0] != 'e') return std::nullopt;
-  // Asked for every record a compaction meets: the three fields it needs
-  // read from the parsed text (in a buffer on the stack), without building
-  // the record. A record without them is decoded in full, which reads the
-  // older forms or throws (and the store keeps what it cannot read).
-  const auto expiry = [&](bool confirmed_, effect_status status_, std::int64_t finished_) -> std::optional<std::int64_t> {
-    const auto keep = status_ == effect_status::completed ? completed
-                      : status_ == effect_status::failed  ? failed
-                                                          : std::chrono::milliseconds::max();
-    if (!confirmed_ || keep == std::chrono::milliseconds::max()) return std::nullopt;
-    return finished_ + keep.count();
-  };
-  if (!value.empty() && value[0] == record_format) {
-    unsigned char buffer[4096];
-    boost::json::monotonic_resource memory(buffer, sizeof buffer);
-    boost::json::error_code ec;
-    const auto j = boost::json::parse(boost::json::string_view(value.data() + 1, value.size() - 1), ec, &memory,
-                                      persistence::json_text_options());
-    const auto* o = ec ? nullptr : j.if_object();
-    const auto* status = o ? o->if_contains("status") : nullptr;
-    const auto* finished = o ? o->if_contains("finished") : nullptr;
-    const auto* confirmed = o ? o->if_contains("confirmed") : nullptr;
-    if (status && status->is_string() && finished && finished->is_int64() && confirmed && confirmed->is_bool()) {
-      const auto& st = status->get_string();
-      return expiry(confirmed->get_bool(),
-                    st == "completed" ? effect_status::completed
-                    : st == "failed"  ? effect_status::failed
-                                      : effect_status::pending, // kept either way
-                    finished->get_int64());
-    }
-  }
+  // A record that cannot be read throws: the store keeps it.
   const auto r = decode(key.substr(1), value);
-  return expiry(r.confirmed, r.info.status, r.info.finished_ms);
+  if (!r.confirmed) return std::nullopt;
+  const auto keep = r.info.status == effect_status::completed ? completed
+                    : r.info.status == effect_status::failed  ? failed
+                                                              : std::chrono::milliseconds::max();
+  if (keep == std::chrono::milliseconds::max()) return std::nullopt;
+  return r.info.finished_ms + keep.count();
 }
 
 } // namespace troupe::effects::detail

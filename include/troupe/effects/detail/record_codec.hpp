@@ -243,6 +243,7 @@ private:
       while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20) ++p_;
       out.append(run, p_);
       if (p_ == end_ || static_cast<unsigned char>(*p_) < 0x20) return false; // cut short, or a raw control byte
+      if (out.size() > boost::json::string::max_size()) return false;       // more than Boost.JSON reads
       if (*p_++ == '"') return true;
       if (p_ == end_) return false;
       switch (*p_++) {
@@ -284,7 +285,17 @@ inline std::string encode(const record& r) {
   using record_text::append_string;
   const auto& i = r.info;
   const char* status = boost::describe::enum_to_string(i.status, nullptr);
-  if (!status) return encode_described(r); // (a number, as Boost.JSON writes it)
+  // A status without a name (a number, as Boost.JSON writes it) or a
+  // string Boost.JSON cannot hold (which it refuses): as the reference does.
+  const auto fits = [&] {
+    const auto max = boost::json::string::max_size();
+    for (const auto* t : {&i.type, &i.owner, &i.result, &i.reason, &r.request, &r.reporter})
+      if (t->size() > max) return false;
+    for (const auto& h : i.history)
+      if (h.action.size() > max || h.result.size() > max || h.detail.size() > max) return false;
+    return true;
+  };
+  if (!status || !fits()) return encode_described(r);
   std::string v;
   v.reserve(200 + i.type.size() + i.owner.size() + i.result.size() + i.reason.size() + r.request.size() +
             r.reporter.size() + 64 * i.history.size());
