@@ -1,7 +1,8 @@
 #pragma once
 
-// The outbox table and its records: what the dispatcher knows of one
-// effect, plus the request and when it is due next (docs/storage.md).
+// The outbox table: its keys, its pending index and when the store may drop
+// a record (the records and their stored form: record_codec.hpp;
+// docs/storage.md).
 
 #include <troupe/error.hpp>
 #include <troupe/effects/effect.hpp>
@@ -9,20 +10,13 @@
 #include <troupe/effects/error.hpp>
 #include <troupe/effects/detail/record_codec.hpp>
 #include <troupe/persistence/journal.hpp>
-#include <troupe/persistence/json.hpp>
 #include <troupe/persistence/records.hpp>
-
-#include <boost/describe/class.hpp>
-#include <boost/json.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
-#include <exception>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 namespace troupe::effects::detail {
 

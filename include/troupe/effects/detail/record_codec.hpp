@@ -139,7 +139,6 @@ inline record decode_described(std::string_view id, std::string_view v) {
   return r;
 }
 
-
 // -- the same text, written and read directly -------------------------------
 
 namespace record_text {
@@ -300,47 +299,39 @@ inline std::string encode(const record& r) {
   v.reserve(200 + i.type.size() + i.owner.size() + i.result.size() + i.reason.size() + r.request.size() +
             r.reporter.size() + 64 * i.history.size());
   v += record_format;
-  v += R"({"type":)";
-  append_string(v, i.type);
-  v += R"(,"owner":)";
-  append_string(v, i.owner);
+  const auto text = [&v](const char* member, std::string_view x) {
+    v += member;
+    append_string(v, x);
+  };
+  const auto number = [&v](const char* member, std::int64_t x) {
+    v += member;
+    append_number(v, x);
+  };
+  text(R"({"type":)", i.type);
+  text(R"(,"owner":)", i.owner);
   v += R"(,"status":")";
   v += status;
   v += R"(","in_doubt":)";
   v += i.in_doubt ? "true" : "false";
-  v += R"(,"attempts":)";
-  append_number(v, i.attempts);
-  v += R"(,"queries":)";
-  append_number(v, i.queries);
-  v += R"(,"round":)";
-  append_number(v, i.round);
-  v += R"(,"result":)";
-  append_string(v, i.result);
-  v += R"(,"reason":)";
-  append_string(v, i.reason);
-  v += R"(,"created":)";
-  append_number(v, i.created_ms);
-  v += R"(,"finished":)";
-  append_number(v, i.finished_ms);
-  v += R"(,"due":)";
-  append_number(v, r.due_ms);
-  v += R"(,"request":)";
-  append_string(v, r.request);
+  number(R"(,"attempts":)", i.attempts);
+  number(R"(,"queries":)", i.queries);
+  number(R"(,"round":)", i.round);
+  text(R"(,"result":)", i.result);
+  text(R"(,"reason":)", i.reason);
+  number(R"(,"created":)", i.created_ms);
+  number(R"(,"finished":)", i.finished_ms);
+  number(R"(,"due":)", r.due_ms);
+  text(R"(,"request":)", r.request);
   v += R"(,"history":[)";
   for (std::size_t k = 0; k < i.history.size(); ++k) {
     const auto& h = i.history[k];
-    v += k == 0 ? R"({"t":)" : R"(,{"t":)";
-    append_number(v, h.time_ms);
-    v += R"(,"action":)";
-    append_string(v, h.action);
-    v += R"(,"result":)";
-    append_string(v, h.result);
-    v += R"(,"detail":)";
-    append_string(v, h.detail);
+    number(k == 0 ? R"({"t":)" : R"(,{"t":)", h.time_ms);
+    text(R"(,"action":)", h.action);
+    text(R"(,"result":)", h.result);
+    text(R"(,"detail":)", h.detail);
     v += '}';
   }
-  v += R"(],"reporter":)";
-  append_string(v, r.reporter);
+  text(R"(],"reporter":)", r.reporter);
   v += R"(,"confirmed":)";
   v += r.confirmed ? "true}" : "false}";
   return v;
