@@ -6,7 +6,8 @@
 set -euo pipefail
 
 packages=(g++ cmake make ccache pkg-config
-          libasio-dev librocksdb-dev libboost-json1.81-dev catch2 libbenchmark-dev)
+          libasio-dev librocksdb-dev libboost-json1.81-dev catch2 libbenchmark-dev
+          libjemalloc-dev)
 if [[ "${1:-}" == "--peer" ]]; then
   packages+=(libcaf-dev gnuplot-nox python3)
 fi

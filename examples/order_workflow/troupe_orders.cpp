@@ -39,6 +39,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -436,6 +437,15 @@ std::pair<double, double> rss_mib() {
   return {now, peak};
 }
 
+/// The malloc this process runs on (jemalloc and tcmalloc export entry
+/// points of their own), linked in or preloaded: the bench reports it with
+/// its figures.
+std::string allocator_name() {
+  if (dlsym(RTLD_DEFAULT, "mallctl") != nullptr) return "jemalloc";
+  if (dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr) return "tcmalloc";
+  return "system";
+}
+
 /// What raw RocksDB writes on this machine: records per second in
 /// synchronous batches of 1,000 records of 100 bytes, for about a second.
 double raw_records_per_second(const fs::path& dir) {
@@ -549,7 +559,8 @@ int bench(const args& a) {
                               {"compactions", compacted_total.compactions},
                               {"compaction_read_mib", static_cast<double>(compacted_total.bytes_read) / mib},
                               {"compaction_written_mib", static_cast<double>(compacted_total.bytes_written) / mib},
-                              {"peak_rss_mib", rss_mib().second}};
+                              {"peak_rss_mib", rss_mib().second},
+                              {"allocator", allocator_name()}};
   std::cout << boost::json::serialize(summary) << std::endl;
   return 0;
 }
