@@ -442,7 +442,7 @@ private:
   rocksdb::ColumnFamilyOptions own_options(std::string_view name) const;
 
   /// Tables insert with a hint per owner, for keys that start with a
-  /// length-prefixed name (keys of other shapes get none), and drop what
+  /// length-prefixed name (per first byte for keys of other shapes), and drop what
   /// has expired when they are compacted (`set_expiry`).
   rocksdb::ColumnFamilyOptions table_options(std::string_view name) const;
 

@@ -1,8 +1,9 @@
 #pragma once
 
 // Prefix extractors for RocksDB's memtable insert hints: a write lands next
-// to the previous write of the same persistence ID (or table owner), so the
-// memtable does not search its skiplist from the top for every record.
+// to the previous write of the same persistence ID (or table owner, or kind
+// of key), so the memtable does not search its skiplist from the top for
+// every record.
 
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/detail/bytes.hpp>
@@ -33,19 +34,19 @@ public:
 };
 
 /// A table key's owner part, when the key starts with a length-prefixed
-/// name (as the keys of the tables troupe's layers register do); any other
-/// key is outside the domain and gets no hint. Tables have no range
-/// deletions.
-class owner_prefix_transform final : public rocksdb::SliceTransform {
+/// name (as the keys of most tables troupe's layers register do); any other
+/// key's first byte (the outbox's keys: a kind byte, then the operation ID;
+/// the work index's: the ID, then a nul), so that the keys of one kind go
+/// in next to the last one of that kind instead of from the top. Tables
+/// have no range deletions.
+class table_prefix_transform final : public rocksdb::SliceTransform {
 public:
-  const char* Name() const override { return "troupe.owner_prefix"; }
+  const char* Name() const override { return "troupe.table_prefix"; }
   rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
-    return {key.data(), troupe::detail::prefixed_length(key.ToStringView())};
-  }
-  bool InDomain(const rocksdb::Slice& key) const override {
     const auto n = troupe::detail::prefixed_length(key.ToStringView());
-    return n != 0 && key.size() > n;
+    return {key.data(), n != 0 && key.size() > n ? n : 1};
   }
+  bool InDomain(const rocksdb::Slice& key) const override { return !key.empty(); }
 };
 
 inline std::shared_ptr<const rocksdb::SliceTransform> id_prefix_extractor() {
@@ -53,8 +54,8 @@ inline std::shared_ptr<const rocksdb::SliceTransform> id_prefix_extractor() {
   return instance;
 }
 
-inline std::shared_ptr<const rocksdb::SliceTransform> owner_prefix_extractor() {
-  static const auto instance = std::make_shared<const owner_prefix_transform>();
+inline std::shared_ptr<const rocksdb::SliceTransform> table_prefix_extractor() {
+  static const auto instance = std::make_shared<const table_prefix_transform>();
   return instance;
 }
 

@@ -81,7 +81,7 @@ inline rocksdb::ColumnFamilyOptions rocksdb_store::table_options(std::string_vie
   // short-lived records (one without an expiry).
   cf.table_properties_collector_factories.push_back(
       std::make_shared<detail::deletion_compaction_factory>(expiries_, std::string(name)));
-  cf.memtable_insert_with_hint_prefix_extractor = detail::owner_prefix_extractor();
+  cf.memtable_insert_with_hint_prefix_extractor = detail::table_prefix_extractor();
   cf.compaction_filter_factory = std::make_shared<detail::expiry_filter_factory>(expiries_, std::string(name));
   return cf;
 }
