@@ -77,11 +77,13 @@ struct args {
   long under_way = 1000; // bench-restart: orders left under way
   long repeat = 5;       // bench-restart: restarts measured, each from the same state
   long warehouses = default_warehouses; // bench (it starts from an empty directory)
+  long threads = 0;      // worker threads (0: one per core)
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "troupe_orders: " << why << "\n"
             << "usage: troupe_orders run --orders N --dir D [--seed S] [--upto M] [--arrivals R]\n"
+            << "       (run, bench and bench-restart also take --threads T: worker threads, 0 for one per core)\n"
             << "       troupe_orders verify --orders N --dir D\n"
             << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n"
             << "       troupe_orders bench --orders N --dir D [--in-flight W] [--slice S] [--warehouses K]\n"
@@ -125,6 +127,8 @@ args parse(int argc, char** argv) {
         a.repeat = std::stol(v);
       else if (k == "--warehouses" && a.command == "bench")
         a.warehouses = std::stol(v);
+      else if (k == "--threads")
+        a.threads = std::stol(v);
       else
         usage("unknown option " + k);
     } catch (const std::logic_error&) {
@@ -133,6 +137,7 @@ args parse(int argc, char** argv) {
   }
   if (a.dir.empty()) usage("--dir is required");
   if (a.warehouses < 1) usage("--warehouses must be at least 1");
+  if (a.threads < 0) usage("--threads must not be negative");
   if (a.orders < 1) usage("--orders must be at least 1");
   if (a.cycles < 0) usage("--cycles must not be negative");
   if (a.upto < 0 || a.upto > a.orders) usage("--upto must be between 1 and --orders");
@@ -241,7 +246,8 @@ constexpr long window_size = 1000;
 class shop_process {
 public:
   explicit shop_process(const args& a, bool show_progress)
-      : gateway_(make_gateway(a)), mail_(make_mail(a)), track(std::make_shared<progress>(show_progress)) {
+      : gateway_(make_gateway(a)), mail_(make_mail(a)), track(std::make_shared<progress>(show_progress)),
+        sys(troupe::system_config{.threads = static_cast<std::size_t>(a.threads)}) {
     store = std::make_shared<tp::rocksdb_store>(store_dir(a).string()); // sync: survives power loss
     journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
     tp::set_journal(sys, journal);
