@@ -394,17 +394,24 @@ private:
       marks_.erase(key);
     }
     const bool moved = tables_.dedup_by_id.has_value();
-    // (A named callable: GCC 12 destroys a temporary one inside the
-    // co_await twice.)
-    auto read = [this, k = dedup_key(key), k2 = moved ? dedup_key(detail::mark_key({}, m.id.str())) : std::string()] {
-      std::optional<std::string> v;
-      if (auto ec = this->storage().get(tables_.dedup, k, v)) throw error(ec, "reading a dedup mark of " + this->pid());
-      if (!v && !k2.empty())
-        if (auto ec = this->storage().get(tables_.dedup, k2, v))
+    auto k = dedup_key(key);
+    // Mostly the store answers from memory (a new delivery's mark is not
+    // there, as its filters say), without a trip to the blocking thread.
+    std::optional<std::string> value;
+    if (moved || !this->storage().try_get(tables_.dedup, k, value)) {
+      // (A named callable: GCC 12 destroys a temporary one inside the
+      // co_await twice.)
+      auto read = [this, k = std::move(k), k2 = moved ? dedup_key(detail::mark_key({}, m.id.str())) : std::string()] {
+        std::optional<std::string> v;
+        if (auto ec = this->storage().get(tables_.dedup, k, v))
           throw error(ec, "reading a dedup mark of " + this->pid());
-      return v;
-    };
-    auto value = co_await this->storage().async_run(std::move(read));
+        if (!v && !k2.empty())
+          if (auto ec = this->storage().get(tables_.dedup, k2, v))
+            throw error(ec, "reading a dedup mark of " + this->pid());
+        return v;
+      };
+      value = co_await this->storage().async_run(std::move(read));
+    }
     if (!value) co_return nullptr;
     marks_.add(key, detail::decode_mark(*value));
     co_return marks_.find(key);

@@ -94,6 +94,17 @@ public:
   /// The value of `key` in table `t` (empty if none).
   virtual std::error_code get(table t, std::string_view key, std::optional<std::string>& out) = 0;
 
+  /// As `get`, if the store can answer at once from memory (RocksDB's
+  /// memtables and block cache), without I/O or waiting for a lock: then
+  /// true, with `out` set. False when only `get` can tell (on the blocking
+  /// thread, through `async_run`), and for a read that failed: `get` reports
+  /// it. By default false. Never blocks: an actor may call it in a handler.
+  virtual bool try_get(table t, std::string_view key, std::optional<std::string>& out) {
+    (void)t, (void)key;
+    out.reset();
+    return false;
+  }
+
   /// Calls `f(key, value)` for the keys of table `t` that start with
   /// `prefix`, in key order, until it returns false.
   virtual std::error_code scan(table t, std::string_view prefix,
@@ -281,6 +292,13 @@ public:
 
   std::error_code get(table t, std::string_view key, std::optional<std::string>& out) override {
     return store_.get(t, key, out);
+  }
+
+  bool try_get(table t, std::string_view key, std::optional<std::string>& out) override {
+    if constexpr (requires { store_.try_get(t, key, out); })
+      return store_.try_get(t, key, out);
+    else
+      return journal::try_get(t, key, out);
   }
 
   std::error_code scan(table t, std::string_view prefix,

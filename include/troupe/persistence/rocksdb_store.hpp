@@ -264,6 +264,24 @@ public:
     return {};
   }
 
+  /// As `get`, from the memtables and the block cache only: false when the
+  /// read would need I/O (or the database is being reopened, or the read
+  /// failed: `get` tells).
+  bool try_get(table t, std::string_view key, std::optional<std::string>& out) {
+    out.reset();
+    if (!is_table(t)) return false;
+    std::shared_lock l(db_mutex_, std::try_to_lock);
+    if (!l.owns_lock() || !db_) return false;
+    rocksdb::ReadOptions o;
+    o.read_tier = rocksdb::kBlockCacheTier;
+    std::string v;
+    auto st = db_->Get(o, layout_.table_cf(t), rocksdb::Slice(key.data(), key.size()), &v);
+    if (st.IsNotFound()) return true;
+    if (!st.ok()) return false;
+    out = std::move(v);
+    return true;
+  }
+
   /// Calls `f(key, value)` (string views) for the keys of table `t` that
   /// start with `prefix`, in key order, until it returns false.
   template <class F>

@@ -91,12 +91,17 @@ inline task<> attempt(std::shared_ptr<shared_part> sh, record rec, bool reread) 
     if (reread) {
       auto& j = *sh->journal;
       const auto key = outbox_key(r.info.id);
-      auto read = j.async_run([&j, &sh, &key] {
-        std::optional<std::string> out;
-        if (auto ec = j.get(sh->outbox, key, out)) throw error(ec, "reading outbox record " + key.substr(1));
-        return out;
-      });
-      auto v = co_await std::move(read);
+      // From memory when the store can (the record was mostly just
+      // written), else on the blocking thread.
+      std::optional<std::string> v;
+      if (!j.try_get(sh->outbox, key, v)) {
+        auto read = j.async_run([&j, &sh, &key] {
+          std::optional<std::string> out;
+          if (auto ec = j.get(sh->outbox, key, out)) throw error(ec, "reading outbox record " + key.substr(1));
+          return out;
+        });
+        v = co_await std::move(read);
+      }
       if (!v) {
         res.kind = result::what::gone;
         sh->post(std::move(res));
