@@ -127,7 +127,7 @@ args parse(int argc, char** argv) {
         a.repeat = std::stol(v);
       else if (k == "--warehouses" && a.command == "bench")
         a.warehouses = std::stol(v);
-      else if (k == "--threads")
+      else if (k == "--threads" && (a.command == "run" || a.command == "bench" || a.command == "bench-restart"))
         a.threads = std::stol(v);
       else
         usage("unknown option " + k);
@@ -825,13 +825,14 @@ int run_self(const std::vector<std::string>& argv, std::string& out) {
 int bench_restart(const args& a) {
   fs::remove_all(a.dir);
   const auto total = std::to_string(a.orders + a.under_way);
+  const auto threads = std::to_string(a.threads);
   std::string out;
-  if (run_self({"run", "--orders", std::to_string(a.orders), "--dir", a.dir}, out) != 0) {
+  if (run_self({"run", "--orders", std::to_string(a.orders), "--dir", a.dir, "--threads", threads}, out) != 0) {
     std::cerr << "the first run failed: " << out << std::endl;
     return 1;
   }
   out.clear();
-  if (run_self({"run", "--orders", total, "--dir", a.dir, "--exit-after-placing", "1"}, out) != 0) {
+  if (run_self({"run", "--orders", total, "--dir", a.dir, "--exit-after-placing", "1", "--threads", threads}, out) != 0) {
     std::cerr << "the placing run failed: " << out << std::endl;
     return 1;
   }
@@ -845,7 +846,7 @@ int bench_restart(const args& a) {
     fs::remove_all(a.dir);
     fs::copy(saved, a.dir, fs::copy_options::recursive);
     out.clear();
-    const int status = run_self({"run", "--orders", total, "--dir", a.dir}, out);
+    const int status = run_self({"run", "--orders", total, "--dir", a.dir, "--threads", threads}, out);
     const auto at = out.rfind('{');
     if (status != 0 || at == std::string::npos) {
       std::cerr << "the restart failed: " << out << std::endl;

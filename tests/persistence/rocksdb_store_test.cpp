@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
 
 #include "../support.hpp"
 #include "temp_dir.hpp"
@@ -397,4 +398,44 @@ TEST_CASE("try_get answers from memory, and leaves to get what needs a read from
   v.reset();
   CHECK(j.try_get(t, "k", v));
   CHECK(v == "v");
+}
+
+TEST_CASE("try_get never reads from the disk, however cold the cache") {
+  // A table's files below level 0, a block cache far smaller than them,
+  // and ordinary gets in between that keep evicting what try_get would
+  // need: it may decline, but it must not read a block itself.
+  test::temp_dir dir;
+  tp::rocksdb_options o;
+  o.durability = tp::durability::async;
+  o.block_cache = 64 << 10;
+  tp::rocksdb_store s(dir.str(), o);
+  auto t = s.open_table("t");
+  const int n = 60'000;
+  const auto key = [](int i) { return "k" + std::to_string(1'000'000 + i); };
+  for (int b = 0; b < n; b += 1000) {
+    std::vector<tp::table_write> w;
+    for (int i = b; i < b + 1000; ++i) w.push_back(tp::table_write::put(t, key(i), std::string(100, 'v')));
+    REQUIRE(!s.write("", {}, w));
+  }
+  REQUIRE(!s.drop_expired(t)); // to the bottom level, out of level 0's pinned blocks
+  std::mt19937 rng(7);
+  std::optional<std::string> v;
+  const auto churn = [&] {
+    for (int j = 0; j < 20; ++j) REQUIRE(!s.get(t, key(static_cast<int>(rng() % n)), v));
+  };
+  int reads = 0, answered = 0;
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  for (int i = 0; i < 400; ++i) {
+    churn();
+    // Half keys that are there, half that are not (a new delivery's mark).
+    const auto k = key(static_cast<int>(rng() % n)) + (i % 2 ? "" : "x");
+    rocksdb::get_perf_context()->Reset();
+    const bool ok = s.try_get(t, k, v);
+    reads += static_cast<int>(rocksdb::get_perf_context()->block_read_count);
+    answered += ok;
+    if (ok) CHECK(v.has_value() == (i % 2 == 1));
+  }
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  INFO("answered " << answered << " of 400");
+  CHECK(reads == 0);
 }

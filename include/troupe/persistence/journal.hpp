@@ -95,10 +95,11 @@ public:
   virtual std::error_code get(table t, std::string_view key, std::optional<std::string>& out) = 0;
 
   /// As `get`, if the store can answer at once from memory (RocksDB's
-  /// memtables and block cache), without I/O or waiting for a lock: then
-  /// true, with `out` set. False when only `get` can tell (on the blocking
-  /// thread, through `async_run`), and for a read that failed: `get` reports
-  /// it. By default false. Never blocks: an actor may call it in a handler.
+  /// memtables and block cache), without I/O or waiting for the store's
+  /// lock: then true, with `out` set. False when only `get` can tell (on
+  /// the blocking thread, through `async_run`), and for a read that failed:
+  /// `get` reports it. By default false. An actor may call it in a handler
+  /// (RocksDB takes its own mutex briefly after a flush or a compaction).
   virtual bool try_get(table t, std::string_view key, std::optional<std::string>& out) {
     (void)t, (void)key;
     out.reset();

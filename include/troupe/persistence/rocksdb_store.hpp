@@ -128,7 +128,8 @@ public:
   std::uint64_t migrated_records() const noexcept { return migrated_; }
 
   /// The database, for tests and tools (not while a failed write's reopen
-  /// is failing: then there is none).
+  /// is failing: then there is none). Never a `DeleteRange` on a table's
+  /// column family: its memtable hints would corrupt the memtable.
   rocksdb::DB& db() noexcept { return *db_; }
   rocksdb::ColumnFamilyHandle* journal_cf() const noexcept { return layout_.journal; }
   rocksdb::ColumnFamilyHandle* snapshots_cf() const noexcept { return layout_.snapshots; }
@@ -265,8 +266,8 @@ public:
   }
 
   /// As `get`, from the memtables and the block cache only: false when the
-  /// read would need I/O (or the database is being reopened, or the read
-  /// failed: `get` tells).
+  /// read would need I/O (or a reopen holds the database, or the read
+  /// failed: `get` tells). Tables' indexes are not partitioned for it.
   bool try_get(table t, std::string_view key, std::optional<std::string>& out) {
     out.reset();
     if (!is_table(t)) return false;
@@ -582,11 +583,13 @@ private:
   std::mutex tables_mutex_; // open_table
   std::shared_ptr<detail::expiries> expiries_ = std::make_shared<detail::expiries>();
   // Every column family's files share one block cache, which also holds
-  // the partitions of their indexes and filters: memory bounded however
-  // much is stored.
-  std::shared_ptr<rocksdb::TableFactory> table_factory_ = make_table_factory(options_.block_cache);
+  // their indexes and filters (see make_table_factory).
+  std::shared_ptr<rocksdb::Cache> block_cache_ = rocksdb::NewLRUCache(options_.block_cache);
+  std::shared_ptr<rocksdb::TableFactory> table_factory_ = make_table_factory(block_cache_, true);
+  std::shared_ptr<rocksdb::TableFactory> tables_factory_ = make_table_factory(block_cache_, false);
 
-  static std::shared_ptr<rocksdb::TableFactory> make_table_factory(std::size_t cache_bytes);
+  static std::shared_ptr<rocksdb::TableFactory> make_table_factory(std::shared_ptr<rocksdb::Cache> cache,
+                                                                   bool partitioned);
   std::optional<detail::group_writer> writer_;
 };
 

@@ -107,6 +107,10 @@ public:
     return inner_->get(t, key, out);
   }
 
+  bool try_get(table t, std::string_view key, std::optional<std::string>& out) override {
+    return inner_->try_get(t, key, out);
+  }
+
   std::error_code scan(table t, std::string_view prefix,
                        const std::function<bool(std::string_view, std::string_view)>& f) override {
     return inner_->scan(t, prefix, f);

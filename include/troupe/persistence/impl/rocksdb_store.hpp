@@ -76,7 +76,7 @@ inline rocksdb::ColumnFamilyOptions rocksdb_store::own_options(std::string_view 
 
 inline rocksdb::ColumnFamilyOptions rocksdb_store::table_options(std::string_view name) const {
   auto cf = sized_levels();
-  cf.table_factory = table_factory_;
+  cf.table_factory = tables_factory_;
   // A file with many deletions is compacted soon, in a table of
   // short-lived records (one without an expiry).
   cf.table_properties_collector_factories.push_back(
@@ -86,15 +86,25 @@ inline rocksdb::ColumnFamilyOptions rocksdb_store::table_options(std::string_vie
   return cf;
 }
 
-inline std::shared_ptr<rocksdb::TableFactory> rocksdb_store::make_table_factory(std::size_t cache_bytes) {
+inline std::shared_ptr<rocksdb::TableFactory> rocksdb_store::make_table_factory(std::shared_ptr<rocksdb::Cache> cache,
+                                                                               bool partitioned) {
   rocksdb::BlockBasedTableOptions t;
-  t.block_cache = rocksdb::NewLRUCache(cache_bytes);
-  // Two-level indexes and partitioned filters: only their top levels stay
-  // in memory, the partitions go through the cache with the data.
-  t.index_type = rocksdb::BlockBasedTableOptions::IndexType::kTwoLevelIndexSearch;
-  t.partition_filters = true;
+  t.block_cache = std::move(cache);
+  if (partitioned) {
+    // The store's own column families (the journal above all): two-level
+    // indexes and partitioned filters, so that only their top levels stay
+    // in memory and the partitions go through the cache with the data (a
+    // file's whole index or filter is not loaded for one read).
+    t.index_type = rocksdb::BlockBasedTableOptions::IndexType::kTwoLevelIndexSearch;
+    t.partition_filters = true;
+    t.pin_top_level_index_and_filter = true;
+  }
+  // Tables: one index and one filter block per file, also through the
+  // cache. `try_get` reads with `kBlockCacheTier`, and RocksDB 7.8 reads an
+  // index partition that is not cached from the file whatever the read
+  // tier (its partitioned index reader does not pass the tier on): with
+  // partitions, a worker's `try_get` could wait for the disk.
   t.cache_index_and_filter_blocks = true;
-  t.pin_top_level_index_and_filter = true;
   t.pin_l0_filter_and_index_blocks_in_cache = true;
   // A get of a key that is not there (a delivery's first arrival looking
   // for its dedup mark) mostly reads no block.
