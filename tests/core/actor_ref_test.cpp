@@ -6,6 +6,7 @@
 #include "../support.hpp"
 
 #include <asio/bind_executor.hpp>
+#include <asio/executor.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/strand.hpp>
@@ -277,22 +278,41 @@ TEST_CASE("an ask from a coroutine on a strand of an io_context (a polymorphic e
   c.tell(add{4});
   // Each round's io_context goes as soon as its run() returns: by then the
   // reply's thread must hold no copy of the strand (its last copy would
-  // lock the strand service of a context that is gone).
-  // Odd rounds: a strand of a polymorphic executor.
-  for (int round = 0; round < 2000; ++round) {
-    asio::io_context io;
-    auto strand = round % 2 ? asio::any_io_executor(asio::make_strand(asio::any_io_executor(io.get_executor())))
-                            : asio::any_io_executor(asio::make_strand(io));
-    auto f = asio::co_spawn(
-        strand,
-        [&]() -> asio::awaitable<int> {
-          int a = co_await c.ask(total{});
-          int b = co_await c.ask(total{}, 5s);
-          co_return a + b;
-        },
-        asio::use_future);
-    io.run();
-    CHECK(test::get(f) == 8);
+  // lock the strand service of a context that is gone), whatever wraps it.
+  auto coroutine = [&]() -> asio::awaitable<int> {
+    int a = co_await c.ask(total{});
+    int b = co_await c.ask(total{}, 5s);
+    co_return a + b;
+  };
+  for (int round = 0; round < 5000; ++round) {
+    auto io = std::make_unique<asio::io_context>();
+    std::future<int> f;
+    int bound = 0;
+    switch (round % 5) {
+    case 0:
+      f = asio::co_spawn(asio::make_strand(*io), coroutine, asio::use_future);
+      break;
+    case 1: // a strand of a polymorphic executor
+      f = asio::co_spawn(asio::make_strand(asio::any_io_executor(io->get_executor())), coroutine, asio::use_future);
+      break;
+    case 2: // a strand of a strand
+      f = asio::co_spawn(asio::any_io_executor(asio::make_strand(asio::make_strand(*io))), coroutine, asio::use_future);
+      break;
+    case 3: // a strand of an executor with an allocator of its own
+      f = asio::co_spawn(
+          asio::any_io_executor(asio::make_strand(asio::require(io->get_executor(), asio::execution::allocator(std::allocator<int>())))),
+          coroutine, asio::use_future);
+      break;
+    case 4: // a callback bound to a strand inside asio::executor, of which only the ask keeps a copy
+      c.ask(total{}, asio::bind_executor(asio::executor(asio::make_strand(*io)), [&](std::exception_ptr e, int v) {
+              CHECK(!e);
+              bound = 2 * v;
+            }));
+      break;
+    }
+    io->run();
+    io.reset();
+    CHECK((f.valid() ? test::get(f) : bound) == 8);
   }
 }
 

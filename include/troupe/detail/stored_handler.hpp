@@ -10,13 +10,15 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_executor.hpp>
+#include <asio/detail/scheduler.hpp>
 #include <asio/defer.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
-#include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
 #include <asio/system_executor.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <type_traits>
 #include <tuple>
@@ -24,36 +26,85 @@
 
 namespace troupe::detail {
 
+/// The execution context `ex` runs its handlers in, when it can say.
 template <class E>
-inline constexpr bool is_strand_v = false;
-template <class E>
-inline constexpr bool is_strand_v<asio::strand<E>> = true;
+asio::execution_context* context_of(const E& ex) noexcept {
+  if constexpr (requires { asio::query(ex, asio::execution::context); })
+    return &asio::query(ex, asio::execution::context);
+  else if constexpr (requires { ex.context(); })
+    return &ex.context();
+  else
+    return nullptr;
+}
 
-/// The executor that counts a handler's outstanding work: the strand's
-/// inner executor for a strand (directly or inside an `any_io_executor`),
-/// else the executor itself. A strand's copies share a counted state whose
-/// last release locks its context's strand service; work counted on the
-/// strand itself would be released by the guard one step before its own
-/// strand copy went, and a context whose `run()` returned on that release
-/// could already be gone. Counted on the inner executor, the work is the
-/// last thing another thread lets go of.
+/// Executors whose copies are plain pointers to their context: a copy
+/// destroyed after the context has gone touches nothing.
 template <class E>
-auto work_executor(const E& ex) {
-  if constexpr (is_strand_v<E>) {
-    return work_executor(ex.get_inner_executor());
+inline constexpr bool plain_executor_v = false;
+template <class A, std::uintptr_t Bits>
+inline constexpr bool plain_executor_v<asio::io_context::basic_executor_type<A, Bits>> = true;
+template <class A, unsigned int Bits>
+inline constexpr bool plain_executor_v<asio::thread_pool::basic_executor_type<A, Bits>> = true;
+template <class B, class R, class A>
+inline constexpr bool plain_executor_v<asio::basic_system_executor<B, R, A>> = true;
+
+template <class E>
+bool is_plain(const E& ex) noexcept {
+  if constexpr (plain_executor_v<E>) {
+    return true;
   } else if constexpr (std::is_same_v<E, asio::any_io_executor>) {
-    if (auto* s = target_as<asio::strand<asio::io_context::executor_type>>(ex))
-      return asio::any_io_executor(s->get_inner_executor());
-    if (auto* s = target_as<asio::strand<asio::any_io_executor>>(ex)) return work_executor(s->get_inner_executor());
-    return ex;
+    using tracked_pool = decltype(asio::prefer(std::declval<asio::thread_pool::executor_type>(),
+                                               asio::execution::outstanding_work.tracked));
+    using tracked_io = decltype(asio::prefer(std::declval<asio::io_context::executor_type>(),
+                                             asio::execution::outstanding_work.tracked));
+    return target_as<asio::thread_pool::executor_type>(ex) || target_as<tracked_pool>(ex) ||
+           target_as<asio::io_context::executor_type>(ex) || target_as<tracked_io>(ex);
   } else {
-    return ex;
+    return false;
   }
 }
 
+/// A handler's outstanding work. Released, it is the last thing the
+/// releasing thread touches: once it is released, the context may finish
+/// its `run()` and be destroyed at any moment. A guard on the handler's own
+/// executor would break that for a strand (and anything wrapping one:
+/// `any_io_executor`, `asio::executor`, a strand of a strand): the guard
+/// releases the work, then destroys its strand copy, and the last copy
+/// locks the strand service of its context. So the work of an executor
+/// that is not a plain pointer to its context is counted on the context's
+/// scheduler itself (an `io_context`'s or a `thread_pool`'s); only an
+/// executor of another kind of context keeps a guard of its own.
+template <class Executor>
+class handler_work {
+public:
+  explicit handler_work(const Executor& ex) {
+    if (!is_plain(ex))
+      if (auto* ctx = context_of(ex); ctx && asio::has_service<asio::detail::scheduler>(*ctx)) {
+        scheduler_ = &asio::use_service<asio::detail::scheduler>(*ctx);
+        scheduler_->work_started();
+        return;
+      }
+    guard_.emplace(ex);
+  }
+  handler_work(handler_work&& o) noexcept
+      : scheduler_(std::exchange(o.scheduler_, nullptr)), guard_(std::move(o.guard_)) {
+    o.guard_.reset();
+  }
+  handler_work& operator=(handler_work&&) = delete;
+  ~handler_work() {
+    guard_.reset();
+    if (scheduler_) scheduler_->work_finished();
+  }
+
+private:
+  asio::detail::scheduler* scheduler_ = nullptr;
+  std::optional<asio::executor_work_guard<Executor>> guard_;
+};
+
 /// An Asio completion handler kept until its operation completes, with
-/// outstanding work tracked on its associated executor (so an `io_context`
-/// that only waits for a troupe reply does not run out of work). Completes
+/// outstanding work tracked on its associated executor's context (so an
+/// `io_context` that only waits for a troupe reply does not run out of
+/// work). Completes
 /// exactly once, on the handler's associated executor.
 template <class Handler>
 class stored_handler {
@@ -61,7 +112,7 @@ public:
   using executor_type = asio::associated_executor_t<Handler>;
 
   explicit stored_handler(Handler&& h)
-      : work_(work_executor(asio::get_associated_executor(h))), handler_(std::move(h)) {}
+      : work_(std::in_place, asio::get_associated_executor(h)), handler_(std::move(h)) {}
 
   /// The handler's associated executor (until it has completed).
   executor_type get_executor() const noexcept { return asio::get_associated_executor(*handler_); }
@@ -131,7 +182,7 @@ private:
     return h;
   }
 
-  std::optional<asio::executor_work_guard<decltype(work_executor(std::declval<const executor_type&>()))>> work_;
+  std::optional<handler_work<executor_type>> work_;
   std::optional<Handler> handler_;
 };
 
