@@ -7,6 +7,7 @@
 #include <troupe/detail/after_turn.hpp>
 #include <troupe/detail/executor_target.hpp>
 #include <troupe/detail/post_counter.hpp>
+#include <troupe/detail/system_state.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_executor.hpp>
@@ -72,14 +73,15 @@ bool is_plain(const E& ex) noexcept {
 /// releases the work, then destroys its strand copy, and the last copy
 /// locks the strand service of its context. So the work of an executor
 /// that is not a plain pointer to its context is counted on the context's
-/// scheduler itself (an `io_context`'s or a `thread_pool`'s); only an
-/// executor of another kind of context keeps a guard of its own.
+/// scheduler itself (an `io_context`'s or a `thread_pool`'s); an executor
+/// of an actor system's pool, or of another kind of context, keeps a guard
+/// of its own.
 template <class Executor>
 class handler_work {
 public:
   explicit handler_work(const Executor& ex) {
     if (!is_plain(ex))
-      if (auto* ctx = context_of(ex); ctx && asio::has_service<asio::detail::scheduler>(*ctx)) {
+      if (auto* ctx = context_of(ex); ctx && foreign(*ctx) && asio::has_service<asio::detail::scheduler>(*ctx)) {
         scheduler_ = &asio::use_service<asio::detail::scheduler>(*ctx);
         scheduler_->work_started();
         return;
@@ -97,15 +99,20 @@ public:
   }
 
 private:
+  /// Not an actor system's pool: a system's handlers (a reentrant actor
+  /// handler's, on the actor's own executor) keep their guard as before,
+  /// and the system outlives them.
+  static bool foreign(asio::execution_context& ctx) { return !asio::has_service<system_service>(ctx); }
+
   asio::detail::scheduler* scheduler_ = nullptr;
   std::optional<asio::executor_work_guard<Executor>> guard_;
 };
 
 /// An Asio completion handler kept until its operation completes, with
-/// outstanding work tracked on its associated executor's context (so an
-/// `io_context` that only waits for a troupe reply does not run out of
-/// work). Completes
-/// exactly once, on the handler's associated executor.
+/// outstanding work tracked on its associated executor's context
+/// (`handler_work`: an `io_context` that only waits for a troupe reply does
+/// not run out of work). Completes exactly once, on the handler's
+/// associated executor.
 template <class Handler>
 class stored_handler {
 public:
