@@ -186,7 +186,12 @@ TEST_CASE("a sender entity with unconfirmed deliveries declines passivation unti
   // The receiver comes (a plain actor): confirmed, then passivated.
   w.sys.spawn<receiver>(troupe::persistence_id{"late-rcv"}, s, o);
   REQUIRE(eventually([&] { return s->confirmed == 1 && senders.stats().live == 0; }));
-  CHECK(senders.stats().passivations == 1);
+  // At least once: a message that reaches a passivating entity (here the
+  // `confirmed` notice, when the acknowledgement freed the delivery just as
+  // the idle entity was asked to go) is kept for its next activation, which
+  // then passivates in turn. The notice is handled once all the same.
+  CHECK(senders.stats().passivations >= 1);
+  CHECK(s->confirmed == 1);
 }
 
 TEST_CASE("after a restart only the entities with work are activated, and they finish it") {
