@@ -298,11 +298,11 @@ TEST_CASE("an ask from a coroutine on a strand of an io_context (a polymorphic e
     case 2: // a strand of a strand
       f = asio::co_spawn(asio::any_io_executor(asio::make_strand(asio::make_strand(*io))), coroutine, asio::use_future);
       break;
-    case 3: // a strand of an executor with an allocator of its own
-      f = asio::co_spawn(
-          asio::any_io_executor(asio::make_strand(asio::require(io->get_executor(), asio::execution::allocator(std::allocator<int>())))),
-          coroutine, asio::use_future);
+    case 3: { // a strand of an executor with an allocator of its own
+      auto ex = asio::require(io->get_executor(), asio::execution::allocator(std::allocator<int>()));
+      f = asio::co_spawn(asio::any_io_executor(asio::make_strand(ex)), coroutine, asio::use_future);
       break;
+    }
     case 4: // a callback bound to a strand inside asio::executor, of which only the ask keeps a copy
       c.ask(total{}, asio::bind_executor(asio::executor(asio::make_strand(*io)), [&](std::exception_ptr e, int v) {
               CHECK(!e);
