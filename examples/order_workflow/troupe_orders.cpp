@@ -54,6 +54,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -452,9 +453,22 @@ std::string allocator_name() {
   return "system";
 }
 
+/// This thread's CPU time, in seconds.
+double thread_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 /// What raw RocksDB writes on this machine: records per second in
-/// synchronous batches of 1,000 records of 100 bytes, for about a second.
-double raw_records_per_second(const fs::path& dir) {
+/// synchronous batches of 1,000 records of 100 bytes, for about a second,
+/// and the CPU time per record of the thread writing them.
+struct raw_rate {
+  double records_per_second = 0;
+  double cpu_us_per_record = 0;
+};
+
+raw_rate raw_records_per_second(const fs::path& dir) {
   fs::remove_all(dir);
   rocksdb::Options o;
   o.create_if_missing = true;
@@ -466,15 +480,17 @@ double raw_records_per_second(const fs::path& dir) {
   const std::string value(100, 'x');
   std::uint64_t n = 0;
   const auto t0 = clock_type::now();
+  const double cpu0 = thread_cpu_seconds();
   while (seconds_since(t0) < 1.0) {
     rocksdb::WriteBatch b;
     for (int i = 0; i < 1000; ++i, ++n) b.Put(std::to_string(n).insert(0, 1, 'k'), value);
     if (!db->Write(wo, &b).ok()) throw std::runtime_error("raw write failed");
   }
-  const double rate = static_cast<double>(n) / seconds_since(t0);
+  const double records = static_cast<double>(n);
+  const raw_rate r{records / seconds_since(t0), (thread_cpu_seconds() - cpu0) * 1e6 / records};
   db.reset();
   fs::remove_all(dir);
-  return rate;
+  return r;
 }
 
 /// Orders as a stream: `--orders` of them, at most `--in-flight` under way
@@ -484,10 +500,12 @@ double raw_records_per_second(const fs::path& dir) {
 int bench(const args& a) {
   fs::remove_all(a.dir);
   fs::create_directories(a.dir);
-  const double raw_before = raw_records_per_second(fs::path(a.dir) / "raw");
+  const auto raw_before = raw_records_per_second(fs::path(a.dir) / "raw");
   shop_process p(a, false);
   p.track->start_processing(a.orders);
   const auto t0 = clock_type::now();
+  const auto writer0 = p.store->writer_times();
+  const auto records0 = p.store->records_written();
   auto slice_start = t0;
   long placed = 0, next_slice = a.slice, slices = 0;
   std::vector<double> rates;
@@ -537,13 +555,20 @@ int bench(const args& a) {
     next_slice += a.slice;
   }
   const double secs = seconds_since(t0);
+  const auto writer = p.store->writer_times();
+  const auto written_in_run = static_cast<double>(p.store->records_written() - records0);
   const long arrived_total = placed;
   p.track->wait_ended(arrived_total);
   const double records = static_cast<double>(p.store->records_written()) * a.orders / static_cast<double>(arrived_total);
   const double groups = static_cast<double>(p.store->batches_written()) * a.orders / static_cast<double>(arrived_total);
   const auto compacted_total = p.store->compactions();
-  const double raw_after = raw_records_per_second(fs::path(a.dir) / "raw");
-  const double raw = (raw_before + raw_after) / 2;
+  const auto raw_after = raw_records_per_second(fs::path(a.dir) / "raw");
+  const double raw = (raw_before.records_per_second + raw_after.records_per_second) / 2;
+  // Where the writer's time went over the run (the tail's writes included in
+  // its records, as in `records_per_order`).
+  const auto seconds_of = [](std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); };
+  const double busy = seconds_of(writer.busy - writer0.busy), writing = seconds_of(writer.writing - writer0.writing),
+               writing_cpu = seconds_of(writer.writing_cpu - writer0.writing_cpu);
   const double per_order = records / static_cast<double>(a.orders);
   const double rate = static_cast<double>(a.orders) / secs;
   boost::json::object summary{{"orders", a.orders},
@@ -558,8 +583,14 @@ int bench(const args& a) {
                               {"group_commits_per_second", groups / secs},
                               {"records_per_group_commit", records / groups},
                               {"raw_records_per_second", raw},
-                              {"raw_before", raw_before},
-                              {"raw_after", raw_after},
+                              {"raw_before", raw_before.records_per_second},
+                              {"raw_after", raw_after.records_per_second},
+                              {"raw_cpu_us_per_record",
+                               (raw_before.cpu_us_per_record + raw_after.cpu_us_per_record) / 2},
+                              {"writer_busy_share", busy / secs},
+                              {"writer_in_write_share", writing / busy},
+                              {"writer_write_cpu_share", writing_cpu / writing},
+                              {"write_cpu_us_per_record", writing_cpu * 1e6 / written_in_run},
                               {"raw_limit_orders_per_second", raw / per_order},
                               {"of_raw_limit", rate / (raw / per_order)},
                               {"compactions", compacted_total.compactions},

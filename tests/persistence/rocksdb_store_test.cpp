@@ -371,6 +371,31 @@ TEST_CASE("the store counts its compactions and the bytes they read and wrote") 
   CHECK(c.bytes_written > 0);
 }
 
+TEST_CASE("the store reports how its writer thread spent its time") {
+  test::temp_dir dir;
+  const auto opened = std::chrono::steady_clock::now();
+  tp::rocksdb_store s(dir.str(), tp::rocksdb_options{.durability = tp::durability::sync});
+  const auto zero = s.writer_times();
+  CHECK(zero.busy.count() == 0);
+  CHECK(zero.writing.count() == 0);
+  CHECK(zero.writing_cpu.count() == 0);
+  const auto t = s.open_table("t");
+  for (int i = 1; i <= 20; ++i) {
+    REQUIRE(!s.write("writer", one(i)));
+    REQUIRE(!s.write("", {}, {tp::table_write::put(t, "k" + std::to_string(i), "v")}));
+  }
+  const auto first = s.writer_times();
+  CHECK(first.writing.count() > 0);
+  CHECK(first.writing <= first.busy); // the write is part of the group's time
+  // The CPU time is measured inside the write's wall time (1 ms for the two clocks' accounting).
+  CHECK(first.writing_cpu <= first.writing + std::chrono::milliseconds(1));
+  CHECK(first.busy <= std::chrono::steady_clock::now() - opened); // waiting for requests is not counted
+  REQUIRE(!s.write("writer", one(21)));
+  const auto second = s.writer_times();
+  CHECK(second.busy > first.busy);
+  CHECK(second.writing > first.writing);
+}
+
 TEST_CASE("try_get answers from memory, and leaves to get what needs a read from disk") {
   test::temp_dir dir;
   auto s = std::make_shared<tp::rocksdb_store>(dir.str());

@@ -427,8 +427,7 @@ public:
 
   // -- statistics -------------------------------------------------------------
 
-  /// Group-commit writes made, and events they carried (their ratio is the
-  /// mean batch).
+  /// Group-commit writes made, and events they carried (their ratio is the mean batch).
   std::uint64_t batches_written() const noexcept { return writer_->batches_written(); }
   std::uint64_t events_written() const noexcept { return writer_->events_written(); }
   /// RocksDB records (puts and deletes, events and table changes) written
@@ -438,6 +437,9 @@ public:
   /// `rocksdb_options::id_cache` between groups). Approximate while writes
   /// run; for tests and monitoring.
   std::size_t cached_ids() const noexcept { return writer_->cached_ids(); }
+  /// How the writer thread spent its time since the store was opened: `busy` near the wall time means
+  /// that a group always waits while one is written (docs/performance.md).
+  persistence::writer_times writer_times() const noexcept { return writer_->times(); }
   /// RocksDB's compactions of the store's files since it was opened (and
   /// across its reopens after failures): how many, including moves of a
   /// file to the next level that read and write nothing, and the bytes

@@ -15,6 +15,7 @@
 #include <troupe/detail/unique_function.hpp>
 
 #include <pthread.h>
+#include <time.h>
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
@@ -30,6 +31,24 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+namespace troupe::persistence {
+
+/// Where a store's writer thread spent its time since the store was opened
+/// (see `rocksdb_store::writer_times`).
+struct writer_times {
+  /// Wall time on groups: from taking the requests queued to their last
+  /// completion (the rest of the thread's time it waited for requests).
+  std::chrono::nanoseconds busy{0};
+  /// Of `busy`, wall time in RocksDB's write: the WAL's append and sync
+  /// and the memtable inserts.
+  std::chrono::nanoseconds writing{0};
+  /// The writer thread's CPU time during those writes; the rest of
+  /// `writing` it waited for the disk's sync (or for a core).
+  std::chrono::nanoseconds writing_cpu{0};
+};
+
+} // namespace troupe::persistence
 
 namespace troupe::persistence::detail {
 
@@ -110,6 +129,15 @@ public:
   std::uint64_t events_written() const noexcept { return events_.load(std::memory_order_relaxed); }
   std::uint64_t records_written() const noexcept { return records_.load(std::memory_order_relaxed); }
   std::size_t cached_ids() const noexcept { return cached_ids_.load(std::memory_order_relaxed); }
+  /// Read in the reverse of the order they grow (sequentially consistent),
+  /// so that `writing_cpu <= writing <= busy` holds in every reading.
+  writer_times times() const noexcept {
+    writer_times t;
+    t.writing_cpu = std::chrono::nanoseconds(writing_cpu_ns_.load());
+    t.writing = std::chrono::nanoseconds(writing_ns_.load());
+    t.busy = std::chrono::nanoseconds(busy_ns_.load());
+    return t;
+  }
 
 private:
   void loop() {
@@ -123,11 +151,13 @@ private:
         work.swap(queue_);
         later.swap(later_);
       }
+      counted_ = std::chrono::steady_clock::now();
       commit_group(work, later);
       work.clear();
       later.clear();
       if (ids_.size() > id_cache_) evict_ids();
       cached_ids_.store(ids_.size(), std::memory_order_relaxed);
+      count_busy(std::chrono::steady_clock::now());
     }
   }
 
@@ -239,7 +269,15 @@ private:
     }
     if (accepted_.empty() && later.empty()) return;
     auto wo = write_options_;
+    const auto start = std::chrono::steady_clock::now();
+    const auto cpu_start = thread_cpu_ns();
     auto st = layout_.db->Write(wo, &batch_);
+    const auto cpu = thread_cpu_ns() - cpu_start;
+    const auto end = std::chrono::steady_clock::now();
+    // Before the completions: a writer woken by one sees its write counted.
+    count_busy(end);
+    writing_ns_.fetch_add(ns(end - start));
+    writing_cpu_ns_.fetch_add(cpu);
     std::error_code ec;
     if (!st.ok()) failed_ = true;
     if (st.ok()) {
@@ -291,6 +329,23 @@ private:
   }
 
   static constexpr std::chrono::milliseconds retry_interval{50}, max_retry_interval{1000};
+
+  static std::uint64_t ns(std::chrono::steady_clock::duration d) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+
+  /// Adds the group's time since it was last counted to `busy`.
+  void count_busy(std::chrono::steady_clock::time_point now) {
+    busy_ns_.fetch_add(ns(now - counted_));
+    counted_ = now;
+  }
+
+  /// This thread's CPU time (a system call, twice per group).
+  static std::uint64_t thread_cpu_ns() noexcept {
+    timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
+  }
 
   void put_table(const table_write& w) {
     if (w.value)
@@ -358,6 +413,10 @@ private:
   std::atomic<std::uint64_t> events_{0};
   std::atomic<std::uint64_t> records_{0};
   std::atomic<std::size_t> cached_ids_{0};
+  std::chrono::steady_clock::time_point counted_{}; // writer thread: `busy` counts up to here
+  std::atomic<std::uint64_t> busy_ns_{0};
+  std::atomic<std::uint64_t> writing_ns_{0};
+  std::atomic<std::uint64_t> writing_cpu_ns_{0};
 };
 
 } // namespace troupe::persistence::detail
