@@ -79,23 +79,23 @@ bool is_plain(const E& ex) noexcept {
 template <class Executor>
 class handler_work {
 public:
-  explicit handler_work(const Executor& ex) {
-    if (!is_plain(ex))
-      if (auto* ctx = context_of(ex); ctx && foreign(*ctx) && asio::has_service<asio::detail::scheduler>(*ctx)) {
-        scheduler_ = &asio::use_service<asio::detail::scheduler>(*ctx);
-        scheduler_->work_started();
-        return;
-      }
-    guard_.emplace(ex);
+  explicit handler_work(const Executor& ex) : scheduler_(scheduler_of(ex)) {
+    if (scheduler_)
+      scheduler_->work_started();
+    else
+      guard_.emplace(ex);
   }
   handler_work(handler_work&& o) noexcept
       : scheduler_(std::exchange(o.scheduler_, nullptr)), guard_(std::move(o.guard_)) {
     o.guard_.reset();
   }
   handler_work& operator=(handler_work&&) = delete;
-  ~handler_work() {
+  ~handler_work() { reset(); }
+
+  /// Releases the work (once).
+  void reset() noexcept {
     guard_.reset();
-    if (scheduler_) scheduler_->work_finished();
+    if (scheduler_) std::exchange(scheduler_, nullptr)->work_finished();
   }
 
 private:
@@ -103,6 +103,14 @@ private:
   /// handler's, on the actor's own executor) keep their guard as before,
   /// and the system outlives them.
   static bool foreign(asio::execution_context& ctx) { return !asio::has_service<system_service>(ctx); }
+
+  /// The scheduler to count `ex`'s work on, or null for a guard on `ex`.
+  static asio::detail::scheduler* scheduler_of(const Executor& ex) {
+    if (is_plain(ex)) return nullptr;
+    auto* ctx = context_of(ex);
+    if (!ctx || !foreign(*ctx) || !asio::has_service<asio::detail::scheduler>(*ctx)) return nullptr;
+    return &asio::use_service<asio::detail::scheduler>(*ctx);
+  }
 
   asio::detail::scheduler* scheduler_ = nullptr;
   std::optional<asio::executor_work_guard<Executor>> guard_;
@@ -119,7 +127,7 @@ public:
   using executor_type = asio::associated_executor_t<Handler>;
 
   explicit stored_handler(Handler&& h)
-      : work_(std::in_place, asio::get_associated_executor(h)), handler_(std::move(h)) {}
+      : work_(asio::get_associated_executor(h)), handler_(std::move(h)) {}
 
   /// The handler's associated executor (until it has completed).
   executor_type get_executor() const noexcept { return asio::get_associated_executor(*handler_); }
@@ -151,7 +159,7 @@ public:
       if (auto& later = this_after_turn; later.accepts(ex)) {
         // An actor's turn on this pool's thread completes it: it runs after
         // that turn, here (the work is released once it has run).
-        later.queue.emplace_back([h = take(), w = std::move(*work_), ... a = std::forward<Args>(args)]() mutable {
+        later.queue.emplace_back([h = take(), w = std::move(work_), ... a = std::forward<Args>(args)]() mutable {
           std::move(h)(std::move(a)...);
         });
         work_.reset();
@@ -189,7 +197,7 @@ private:
     return h;
   }
 
-  std::optional<handler_work<executor_type>> work_;
+  handler_work<executor_type> work_;
   std::optional<Handler> handler_;
 };
 
