@@ -23,6 +23,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -181,6 +182,51 @@ TEST_CASE("a flipped bit in a WAL record's length (RocksDB would take it for the
   CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
   CHECK(s.highest_sequence_nr("p") == 10);
   CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
+}
+
+TEST_CASE("a flipped bit in a MANIFEST record's length (RocksDB would take it for the end) refuses to open, salvage "
+          "too") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  // The MANIFEST that CURRENT names: the edits that created the store's
+  // column families, in the WAL's record format.
+  std::ifstream current(dir.path / "CURRENT");
+  std::string name;
+  std::getline(current, name);
+  const auto manifest = dir.path / name;
+  REQUIRE(fs::exists(manifest));
+  std::ifstream in(manifest, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  std::vector<std::size_t> records;
+  for (std::size_t pos = 0; pos + 7 <= file.size() && file[pos + 6] != 0;)
+    records.push_back(std::exchange(
+        pos, pos + 7 + (std::size_t(std::uint8_t(file[pos + 4])) | std::size_t(std::uint8_t(file[pos + 5])) << 8)));
+  // The edits that add the store's column families come last: the third
+  // from the end adds the journal. Its length, 128 more, now runs past the
+  // end of the file, as if a crash had cut the edit short: RocksDB would
+  // open the store without the journal and the edits after it, and
+  // create them anew, empty (the events in the WAL ignored, then deleted).
+  REQUIRE(records.size() >= 4);
+  const auto at = records[records.size() - 3];
+  REQUIRE(at + 7 + std::size_t(std::uint8_t(file[at + 4])) + 128 > file.size());
+  REQUIRE((std::uint8_t(file[at + 4]) & 0x80) == 0);
+  faulty_file_system::flip_bit(manifest, at + 4, 7);
+  const auto before = snapshot_of(dir.path);
+
+  auto e = open_error(dir.str());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::corrupt_store);
+  CHECK_THAT(std::string(e->what()), Catch::Contains("MANIFEST is damaged before its end") &&
+                                         Catch::Contains(name) && Catch::Contains("intact record(s)"));
+  CHECK(snapshot_of(dir.path) == before); // refused before RocksDB touched it
+  // A salvage mends WALs only: it refuses as well, and changes nothing.
+  tp::rocksdb_options o;
+  o.salvage = true;
+  auto again = open_error(dir.str(), o);
+  REQUIRE(again);
+  CHECK(again->code() == tp::errc::corrupt_store);
+  CHECK(snapshot_of(dir.path) == before);
 }
 
 TEST_CASE("salvage does not take a deletion of every event for events up to the largest number") {

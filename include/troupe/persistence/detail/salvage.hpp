@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -272,18 +273,40 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
 /// end of what was written and recovers to the point before it, without a
 /// report: this finds what such a recovery would silently drop. Empty if
 /// none.
-inline std::string damage_before_end(const std::string& path) {
+/// `batches`: the records are writes (a WAL's), and only one that decodes
+/// counts as intact; otherwise (a MANIFEST's edits) any that passes its
+/// checksum does.
+inline std::string damage_before_end(const std::string& path, bool batches = true) {
   const auto writes = read_wal(path);
   for (std::size_t i = 0; i < writes.size(); ++i) {
     if (!writes[i].damaged) continue;
     std::size_t intact = 0;
     for (std::size_t j = i + 1; j < writes.size(); ++j)
-      if (!writes[j].damaged && writes[j].readable) ++intact;
+      if (!writes[j].damaged && (writes[j].readable || !batches)) ++intact;
     if (intact == 0) return {}; // a torn tail: the crash's, never acknowledged
     return path + ": a record at byte " + std::to_string(writes[i].offset) +
-           " fails its checksum or cannot be read, and is followed by " + std::to_string(intact) + " intact write(s)";
+           " fails its checksum or cannot be read, and is followed by " + std::to_string(intact) + " intact " +
+           (batches ? "write(s)" : "record(s)");
   }
   return {};
+}
+
+/// Damage inside the MANIFEST that the store's CURRENT file names (RocksDB's
+/// log of the store's column families and table files, in the WAL's
+/// format) that is not a crash's torn tail. RocksDB would take it for the
+/// end of the file and open the store as the edits before it describe it:
+/// without the column families and files added after, which it would then
+/// create anew, empty, or delete. Empty if none (or no CURRENT to read:
+/// RocksDB refuses that itself).
+inline std::string manifest_damage(const std::string& store) {
+  std::ifstream current(store + "/CURRENT");
+  std::string name;
+  if (!std::getline(current, name) || !name.starts_with("MANIFEST-") || name.find('/') != std::string::npos)
+    return {};
+  const auto path = store + "/" + name;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return {};
+  return damage_before_end(path, false);
 }
 
 /// The persistence ID of a key prefix (`id_prefix`).

@@ -15,6 +15,14 @@ inline void rocksdb_store::open() {
   detail::rocksdb_format format(path_);
   std::vector<std::string> existing;
   if (exists) {
+    // Before anything reads the MANIFEST: RocksDB takes damage inside it for
+    // its end, in salvage mode too (a salvage mends WALs only).
+    if (auto d = detail::manifest_damage(path_); !d.empty())
+      throw error(errc::corrupt_store,
+                  "cannot open store " + path_ + ": its MANIFEST is damaged before its end (" + d +
+                      "); RocksDB would open the store as the records before the damage describe it, without the "
+                      "column families and table files that follow. Nothing was changed; a salvage cannot mend it: "
+                      "restore the store from a backup");
     auto st = rocksdb::DB::ListColumnFamilies(db_options(), path_, &existing);
     if (!st.ok()) fail_open(st, "cannot read its column families");
     format.refuse_newer(db_options(), existing);
