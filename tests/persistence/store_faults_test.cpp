@@ -229,6 +229,38 @@ TEST_CASE("a flipped bit in a MANIFEST record's length (RocksDB would take it fo
   CHECK(snapshot_of(dir.path) == before);
 }
 
+TEST_CASE("a flipped bit in a WAL record's type (RocksDB stops there without a report) refuses to open, and salvage "
+          "names the loss") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  std::ifstream in(wals[0], std::ios::binary);
+  const std::string wal((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  std::size_t pos = 0; // the sixth record (event 5), as above
+  for (int k = 0; k < 5; ++k) {
+    REQUIRE(pos + 7 <= wal.size());
+    pos += 7 + (std::size_t(std::uint8_t(wal[pos + 4])) | std::size_t(std::uint8_t(wal[pos + 5])) << 8);
+  }
+  REQUIRE(wal[pos + 6] == 1);                       // a full record...
+  faulty_file_system::flip_bit(wals[0], pos + 6, 2); // ...now of a recycled log's type
+
+  auto e = open_error(dir.str());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::corrupt_store);
+  CHECK_THAT(std::string(e->what()), Catch::Contains("followed by 5 intact write(s)"));
+
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  const auto report = report_of(s);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
+  CHECK(s.highest_sequence_nr("p") == 10);
+  CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
+}
+
 TEST_CASE("salvage does not take a deletion of every event for events up to the largest number") {
   test::temp_dir dir;
   in_child_then_die([&] {

@@ -53,7 +53,17 @@ inline std::vector<std::string> salvage_store(
     const std::function<void(const rocksdb::Status&, const std::string&)>& fail) {
   std::vector<std::string> out;
   for (auto& line : damage) out.push_back("RocksDB: " + line);
-  if (out.empty()) return out; // nothing was damaged
+  // RocksDB stops without a report at some damage (a record of a recycled
+  // log's type): troupe's reader sees it, a damaged write before an intact
+  // one (a crash's torn tail alone is no damage).
+  const auto first_damaged = std::find_if(wal.begin(), wal.end(), [](const wal_write& w) { return w.damaged; });
+  const bool unreported = std::any_of(first_damaged, wal.end(), [](const wal_write& w) {
+    return !w.damaged && w.readable;
+  });
+  if (out.empty() && !unreported) return out; // nothing was damaged
+  if (out.empty())
+    out.push_back("troupe: a write at byte " + std::to_string(first_damaged->offset) +
+                  " of the WAL is damaged, and RocksDB stopped reading there without a report");
   std::map<std::uint32_t, std::string> names;
   for (auto* h : all) names[h->GetID()] = h->GetName();
   const auto lost = dropped_writes(wal, db.GetLatestSequenceNumber(), names);
