@@ -86,6 +86,21 @@ void ten_acknowledged_events(const std::string& dir) {
   });
 }
 
+/// The offset of record `k` (from 0) of a WAL or MANIFEST file's first
+/// block: 7-byte headers (checksum, u16 length little-endian, type), then
+/// the data.
+std::size_t record_offset(const fs::path& file, int k) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::size_t pos = 0;
+  for (int i = 0; i < k; ++i) {
+    REQUIRE(pos + 7 <= bytes.size());
+    pos += 7 + (std::size_t(std::uint8_t(bytes[pos + 4])) | std::size_t(std::uint8_t(bytes[pos + 5])) << 8);
+  }
+  REQUIRE(pos + 7 <= bytes.size());
+  return pos;
+}
+
 /// Every file of a directory with its content.
 std::map<std::string, std::string> snapshot_of(const fs::path& dir) {
   std::map<std::string, std::string> out;
@@ -153,16 +168,8 @@ TEST_CASE("a flipped bit in a WAL record's length (RocksDB would take it for the
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
   // The sixth record's header (the first holds the store's format, the
-  // sixth event 5): walk the first block's records (7-byte headers:
-  // checksum, u16 length little-endian, type).
-  std::ifstream in(wals[0], std::ios::binary);
-  const std::string wal((std::istreambuf_iterator<char>(in)), {});
-  in.close();
-  std::size_t pos = 0;
-  for (int k = 0; k < 5; ++k) {
-    REQUIRE(pos + 7 <= wal.size());
-    pos += 7 + (std::size_t(std::uint8_t(wal[pos + 4])) | std::size_t(std::uint8_t(wal[pos + 5])) << 8);
-  }
+  // sixth event 5).
+  const auto pos = record_offset(wals[0], 5);
   faulty_file_system::flip_bit(wals[0], pos + 5, 7); // its length now runs past the block
   const auto before = snapshot_of(dir.path);
 
@@ -235,15 +242,11 @@ TEST_CASE("a flipped bit in a WAL record's type (RocksDB stops there without a r
   ten_acknowledged_events(dir.str());
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
+  const auto pos = record_offset(wals[0], 5); // the sixth record (event 5), as above
   std::ifstream in(wals[0], std::ios::binary);
-  const std::string wal((std::istreambuf_iterator<char>(in)), {});
+  in.seekg(static_cast<std::streamoff>(pos + 6));
+  REQUIRE(in.get() == 1);                            // a full record...
   in.close();
-  std::size_t pos = 0; // the sixth record (event 5), as above
-  for (int k = 0; k < 5; ++k) {
-    REQUIRE(pos + 7 <= wal.size());
-    pos += 7 + (std::size_t(std::uint8_t(wal[pos + 4])) | std::size_t(std::uint8_t(wal[pos + 5])) << 8);
-  }
-  REQUIRE(wal[pos + 6] == 1);                       // a full record...
   faulty_file_system::flip_bit(wals[0], pos + 6, 2); // ...now of a recycled log's type
 
   auto e = open_error(dir.str());

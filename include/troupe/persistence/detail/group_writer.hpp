@@ -37,8 +37,9 @@ namespace troupe::persistence {
 /// Where a store's writer thread spent its time since the store was opened
 /// (see `rocksdb_store::writer_times`).
 struct writer_times {
-  /// Wall time on groups: from taking the requests queued to their last
-  /// completion (the rest of the thread's time it waited for requests).
+  /// Wall time on groups: from taking the requests queued to the end of
+  /// the group's bookkeeping after their completions (the rest of the
+  /// thread's time it waited for requests).
   std::chrono::nanoseconds busy{0};
   /// Of `busy`, wall time in RocksDB's write: the WAL's append and sync
   /// and the memtable inserts.
@@ -130,7 +131,9 @@ public:
   std::uint64_t records_written() const noexcept { return records_.load(std::memory_order_relaxed); }
   std::size_t cached_ids() const noexcept { return cached_ids_.load(std::memory_order_relaxed); }
   /// Read in the reverse of the order they grow (sequentially consistent),
-  /// so that `writing_cpu <= writing <= busy` holds in every reading.
+  /// so that `writing <= busy` holds in every reading; `writing_cpu <=
+  /// writing` holds as far as the thread's CPU clock and the steady clock
+  /// agree (the CPU time is read inside the write's wall time).
   writer_times times() const noexcept {
     writer_times t;
     t.writing_cpu = std::chrono::nanoseconds(writing_cpu_ns_.load());
