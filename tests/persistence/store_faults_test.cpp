@@ -264,6 +264,32 @@ TEST_CASE("a flipped bit in a WAL record's type (RocksDB stops there without a r
   CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
 }
 
+TEST_CASE("salvage takes no event number from a damaged write's keys (a flipped bit in one made it 2^63 + 5)") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  // The journal key of event 5: the ID, then its number in 8 big-endian bytes.
+  std::ifstream in(wals[0], std::ios::binary);
+  const std::string wal((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const std::string key_end = std::string("p") + std::string(7, '\0') + '\5';
+  const auto at = wal.find(key_end);
+  REQUIRE(at != std::string::npos);
+  faulty_file_system::flip_bit(wals[0], at + 1, 7); // the number's highest bit: the write still decodes
+  REQUIRE(open_error(dir.str())->code() == tp::errc::corrupt_store);
+
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  const auto report = report_of(s);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
+  CHECK(s.highest_sequence_nr("p") == 10); // not 2^63 + 5
+  CHECK(s.write("p", one(10)) == tp::errc::sequence_mismatch);
+  CHECK(!s.write("p", one(11)));
+}
+
 TEST_CASE("salvage does not take a deletion of every event for events up to the largest number") {
   test::temp_dir dir;
   in_child_then_die([&] {

@@ -13,8 +13,8 @@
 // 3: middle, 4: last; 0: zero padding) — then the data; a write is the
 // data of one full record, or of a first, middles and a last, and is a
 // `WriteBatch`'s representation. It goes on after a damaged record whose
-// length is plausible, and decodes the damaged write too where it can: the
-// keys of every write are named.
+// length is plausible; a damaged write's keys are not trusted (a flipped
+// byte may have changed one), the writes around it bound them.
 
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
@@ -232,6 +232,14 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
       gap_open = true;
       continue;
     }
+    // A damaged write that still decodes may name the wrong keys and start
+    // at the wrong number (a flipped byte in one): none of its keys is taken
+    // for a number or an ID (a flipped bit in a key's number made it 2^63
+    // more), only their count, which its decoding checked.
+    if (w.damaged) {
+      out.unreadable_keys += w.keys.size();
+      continue;
+    }
     if (gap_open) {
       // The keys the unreadable writes held: the numbers between.
       if (next_sequence && w.sequence > next_sequence) out.unreadable_keys += w.sequence - next_sequence;
@@ -239,10 +247,7 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
       gap_open = false;
     }
     next_sequence = w.sequence + w.keys.size();
-    const bool lost = w.damaged || w.sequence > kept;
-    // A damaged write that still parses may name the wrong keys (a flipped
-    // byte in one): count its keys as unknown too.
-    if (w.damaged) out.unreadable_keys += w.keys.size();
+    const bool lost = w.sequence > kept;
     for (auto& [cf, key, put] : w.keys) {
       auto n = names.find(cf);
       const std::string name = n == names.end() ? "column family " + std::to_string(cf) : n->second;
