@@ -290,6 +290,36 @@ TEST_CASE("salvage takes no event number from a damaged write's keys (a flipped 
   CHECK(!s.write("p", one(11)));
 }
 
+TEST_CASE("salvage keeps the numbers of an ID named only by a damaged write") {
+  test::temp_dir dir;
+  in_child_then_die([&] {
+    tp::rocksdb_store s(dir.str());
+    for (tp::sequence_nr i = 1; i <= 5; ++i)
+      if (s.write("p", one(i, std::string(200, 'p')))) throw 1;
+    if (s.write("q", one(1, std::string(200, 'Q')))) throw 2; // q's only event
+    for (tp::sequence_nr i = 6; i <= 10; ++i)
+      if (s.write("p", one(i, std::string(200, 'p')))) throw 3;
+  });
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  std::ifstream in(wals[0], std::ios::binary);
+  const std::string wal((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const auto at = wal.find(std::string(200, 'Q'));
+  REQUIRE(at != std::string::npos);
+  faulty_file_system::flip_bit(wals[0], at + 100, 0); // inside q's payload: the write still decodes
+
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  const auto report = report_of(s);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains(" of q dropped"));
+  CHECK(s.highest_sequence_nr("q") >= 1);
+  CHECK(s.write("q", one(1, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
+  CHECK(s.highest_sequence_nr("p") == 10);
+}
+
 TEST_CASE("salvage does not take a deletion of every event for events up to the largest number") {
   test::temp_dir dir;
   in_child_then_die([&] {

@@ -233,11 +233,16 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
       continue;
     }
     // A damaged write that still decodes may name the wrong keys and start
-    // at the wrong number (a flipped byte in one): none of its keys is taken
-    // for a number or an ID (a flipped bit in a key's number made it 2^63
-    // more), only their count, which its decoding checked.
+    // at the wrong number (a flipped byte in one): none of its numbers is
+    // taken (a flipped bit in a key's number made it 2^63 more), only their
+    // count, which its decoding checked, and the IDs its journal keys name
+    // (an ID named by it alone keeps its numbers too; a damaged ID at worst
+    // gets a marker of its own).
     if (w.damaged) {
       out.unreadable_keys += w.keys.size();
+      for (auto& k : w.keys)
+        if (auto n = names.find(k.cf); n != names.end() && n->second == "journal" && k.key.size() > 10)
+          out.named.insert(k.key.substr(0, k.key.size() - 8));
       continue;
     }
     if (gap_open) {
