@@ -137,6 +137,20 @@ std::string report_of(const tp::rocksdb_store& s) {
   return out;
 }
 
+/// Salvages the store at `dir`, whose WAL holds events 5 to 10 of `p` after
+/// a damage: the report names them, and none of their numbers is handed out
+/// again.
+void salvage_names_5_to_10(const std::string& dir) {
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir, o);
+  const auto report = report_of(s);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
+  CHECK(s.highest_sequence_nr("p") == 10);
+  CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
+}
+
 std::string u32_be(std::uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
 }
@@ -181,14 +195,7 @@ TEST_CASE("a flipped bit in a WAL record's length (RocksDB would take it for the
                                          Catch::Contains("followed by 5 intact write(s)"));
   CHECK(snapshot_of(dir.path) == before); // refused before RocksDB touched it
 
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
-  const auto report = report_of(s);
-  INFO(report);
-  CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
-  CHECK(s.highest_sequence_nr("p") == 10);
-  CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
+  salvage_names_5_to_10(dir.str());
 }
 
 TEST_CASE("a flipped bit in a MANIFEST record's length (RocksDB would take it for the end) refuses to open, salvage "
@@ -254,14 +261,7 @@ TEST_CASE("a flipped bit in a WAL record's type (RocksDB stops there without a r
   CHECK(e->code() == tp::errc::corrupt_store);
   CHECK_THAT(std::string(e->what()), Catch::Contains("followed by 5 intact write(s)"));
 
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
-  const auto report = report_of(s);
-  INFO(report);
-  CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
-  CHECK(s.highest_sequence_nr("p") == 10);
-  CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
+  salvage_names_5_to_10(dir.str());
 }
 
 TEST_CASE("salvage takes no event number from a damaged write's keys (a flipped bit in one made it 2^63 + 5)") {
@@ -279,14 +279,8 @@ TEST_CASE("salvage takes no event number from a damaged write's keys (a flipped 
   faulty_file_system::flip_bit(wals[0], at + 1, 7); // the number's highest bit: the write still decodes
   REQUIRE(open_error(dir.str())->code() == tp::errc::corrupt_store);
 
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
-  const auto report = report_of(s);
-  INFO(report);
-  CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
-  CHECK(s.highest_sequence_nr("p") == 10); // not 2^63 + 5
-  CHECK(s.write("p", one(10)) == tp::errc::sequence_mismatch);
+  salvage_names_5_to_10(dir.str()); // 10, not 2^63 + 5
+  tp::rocksdb_store s(dir.str());
   CHECK(!s.write("p", one(11)));
 }
 
