@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -160,6 +161,28 @@ std::map<std::string, std::uint64_t> run_child(const std::string& self, const st
   return run.acked;
 }
 
+/// The offset of the last whole record of a log file (RocksDB's log format:
+/// 32 KiB blocks, 7-byte headers whose bytes 4 and 5 are the data's length).
+std::optional<std::uint64_t> last_record(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::optional<std::uint64_t> last;
+  for (std::size_t pos = 0; pos + 7 <= bytes.size();) {
+    const std::size_t left = 32768 - pos % 32768;
+    if (left < 7) {
+      pos += left;
+      continue;
+    }
+    const std::size_t length =
+        std::size_t(std::uint8_t(bytes[pos + 4])) | std::size_t(std::uint8_t(bytes[pos + 5])) << 8;
+    if (length == 0 && bytes[pos + 6] == 0) break; // never written
+    if (pos + 7 + length > bytes.size()) break;    // torn
+    last = pos;
+    pos += 7 + length;
+  }
+  return last;
+}
+
 /// Flips one bit of one store file (WAL, table file, manifest or CURRENT);
 /// returns what it flipped, empty if there was nothing to flip.
 std::string corrupt(const fs::path& dir, std::mt19937_64& rng) {
@@ -174,7 +197,12 @@ std::string corrupt(const fs::path& dir, std::mt19937_64& rng) {
   if (files.empty()) return {};
   std::sort(files.begin(), files.end());
   const auto& f = files[rng() % files.size()];
-  const auto offset = rng() % fs::file_size(f);
+  auto offset = rng() % fs::file_size(f);
+  // One time in three in a log (WAL or MANIFEST), a byte of its last whole
+  // record's header: the damage RocksDB takes for a crash's torn tail.
+  const bool log = f.extension() == ".log" || f.filename().string().starts_with("MANIFEST");
+  if (log && rng() % 3 == 0)
+    if (auto last = last_record(f)) offset = *last + 4 + rng() % 3; // its length or its type
   faulty_file_system::flip_bit(f, offset, static_cast<int>(rng() % 8));
   return f.filename().string() + " at byte " + std::to_string(offset);
 }

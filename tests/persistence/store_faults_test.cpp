@@ -190,7 +190,7 @@ TEST_CASE("a flipped bit in a WAL record's length (RocksDB would take it for the
   auto e = open_error(dir.str());
   REQUIRE(e);
   CHECK(e->code() == tp::errc::corrupt_store);
-  CHECK_THAT(std::string(e->what()), Catch::Contains("damaged before its end") &&
+  CHECK_THAT(std::string(e->what()), Catch::Contains("WAL is damaged") &&
                                          Catch::Contains(wals[0].filename().string()) &&
                                          Catch::Contains("followed by 5 intact write(s)"));
   CHECK(snapshot_of(dir.path) == before); // refused before RocksDB touched it
@@ -231,7 +231,7 @@ TEST_CASE("a flipped bit in a MANIFEST record's length (RocksDB would take it fo
   auto e = open_error(dir.str());
   REQUIRE(e);
   CHECK(e->code() == tp::errc::corrupt_store);
-  CHECK_THAT(std::string(e->what()), Catch::Contains("MANIFEST is damaged before its end") &&
+  CHECK_THAT(std::string(e->what()), Catch::Contains("MANIFEST is damaged") &&
                                          Catch::Contains(name) && Catch::Contains("intact record(s)"));
   CHECK(snapshot_of(dir.path) == before); // refused before RocksDB touched it
   // A salvage mends WALs only: it refuses as well, and changes nothing.
@@ -262,6 +262,96 @@ TEST_CASE("a flipped bit in a WAL record's type (RocksDB stops there without a r
   CHECK_THAT(std::string(e->what()), Catch::Contains("followed by 5 intact write(s)"));
 
   salvage_names_5_to_10(dir.str());
+}
+
+TEST_CASE("a flipped bit in the last WAL record's length or type (RocksDB takes it for a torn tail) refuses to "
+          "open, and salvage names the loss") {
+  // The byte of the header and the bit: the length's low byte (128 more),
+  // its high byte (32,768 more: both past the end of the file), the type
+  // (a full record now of a recycled log's type).
+  const auto [byte, bit] = GENERATE(std::pair{4, 7}, std::pair{5, 7}, std::pair{6, 2});
+  CAPTURE(byte, bit);
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  const auto pos = record_offset(wals[0], 10); // the eleventh record: event 10, acknowledged, the last
+  std::ifstream in(wals[0], std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  REQUIRE(pos + 7 + (std::size_t(std::uint8_t(file[pos + 4])) | std::size_t(std::uint8_t(file[pos + 5])) << 8) ==
+          file.size());
+  REQUIRE(file[pos + 6] == 1);
+  faulty_file_system::flip_bit(wals[0], pos + static_cast<std::size_t>(byte), bit);
+  const auto before = snapshot_of(dir.path);
+
+  auto e = open_error(dir.str());
+  REQUIRE(e); // not opened with event 10 silently dropped, and 10 handed out again
+  CHECK(e->code() == tp::errc::corrupt_store);
+  CHECK_THAT(std::string(e->what()), Catch::Contains("WAL is damaged") &&
+                                         Catch::Contains("at byte " + std::to_string(pos)) &&
+                                         Catch::Contains("no crash's torn tail"));
+  CHECK(snapshot_of(dir.path) == before);
+
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  const auto report = report_of(s);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("events 10 to 10 of p dropped"));
+  CHECK(s.highest_sequence_nr("p") == 10);
+  CHECK(s.write("p", one(10, "replacement")) == tp::errc::sequence_mismatch);
+}
+
+TEST_CASE("a flipped bit in the last MANIFEST record's length (RocksDB takes it for a torn tail) refuses to open, "
+          "salvage too") {
+  test::temp_dir dir;
+  ten_acknowledged_events(dir.str());
+  std::ifstream current(dir.path / "CURRENT");
+  std::string name;
+  std::getline(current, name);
+  const auto manifest = dir.path / name;
+  std::ifstream in(manifest, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  std::size_t last = 0;
+  for (std::size_t pos = 0; pos + 7 <= file.size() && file[pos + 6] != 0;)
+    last = std::exchange(
+        pos, pos + 7 + (std::size_t(std::uint8_t(file[pos + 4])) | std::size_t(std::uint8_t(file[pos + 5])) << 8));
+  REQUIRE(last > 0);
+  REQUIRE((std::uint8_t(file[last + 5]) & 0x80) == 0);
+  faulty_file_system::flip_bit(manifest, last + 5, 7); // its length 32,768 more: past the end, like a tear
+  const auto before = snapshot_of(dir.path);
+
+  for (bool salvage : {false, true}) {
+    tp::rocksdb_options o;
+    o.salvage = salvage;
+    auto e = open_error(dir.str(), o);
+    REQUIRE(e); // not opened without the last edit
+    CHECK(e->code() == tp::errc::corrupt_store);
+    CHECK_THAT(std::string(e->what()), Catch::Contains("MANIFEST is damaged") && Catch::Contains(name) &&
+                                           Catch::Contains("no crash's torn tail"));
+    CHECK(snapshot_of(dir.path) == before);
+  }
+}
+
+TEST_CASE("a crash's torn tail is never taken for damage: the last record cut anywhere opens") {
+  test::temp_dir base;
+  ten_acknowledged_events(base.str());
+  auto wals = wal_files(base.path);
+  REQUIRE(wals.size() == 1);
+  const auto pos = record_offset(wals[0], 10);
+  const auto size = fs::file_size(wals[0]);
+  // Cut inside the header, right after it, and at every 16th byte of the
+  // data, as a crash while appending it leaves it (each cut in a copy).
+  for (auto cut = pos + 3; cut < size; cut += cut < pos + 8 ? 4 : 16) {
+    CAPTURE(cut);
+    test::temp_dir dir;
+    fs::copy(base.path, dir.path, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    fs::resize_file(dir.path / wals[0].filename(), cut);
+    tp::rocksdb_store s(dir.str());
+    CHECK(s.highest_sequence_nr("p") == 9);
+  }
 }
 
 TEST_CASE("salvage takes no event number from a damaged write's keys (a flipped bit in one made it 2^63 + 5)") {

@@ -552,10 +552,10 @@ private:
     for (auto& e : std::filesystem::directory_iterator(path_)) {
       if (e.path().extension() != ".log") continue;
       if (auto d = detail::damage_before_end(e.path().string()); !d.empty())
-        throw error(errc::corrupt_store, "cannot open store " + path_ + ": its WAL is damaged before its end (" + d +
+        throw error(errc::corrupt_store, "cannot open store " + path_ + ": its WAL is damaged (" + d +
                                              "); RocksDB would recover to the point before the damage and drop "
-                                             "what follows. Nothing was changed; rocksdb_options::salvage opens it "
-                                             "without the damaged records");
+                                             "the rest without a report. Nothing was changed; "
+                                             "rocksdb_options::salvage opens it without the damaged records");
     }
   }
 

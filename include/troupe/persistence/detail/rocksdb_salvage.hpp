@@ -25,16 +25,24 @@
 
 namespace troupe::persistence::detail {
 
-/// The writes of the WAL files in `dir`, oldest first.
-inline std::vector<wal_write> read_wal_files(const std::string& dir) {
+/// The writes of the WAL files in `dir`, oldest first, and the first
+/// damage among them that RocksDB may not report (`damage_before_end`,
+/// judged file by file: an older WAL that a crash tore, followed by the
+/// one written after the restart, is no damage).
+struct wal_read {
+  std::vector<wal_write> writes;
+  std::string damage; // empty if none
+};
+inline wal_read read_wal_files(const std::string& dir) {
   std::vector<std::filesystem::path> files;
   for (auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".log") files.push_back(e.path());
   std::sort(files.begin(), files.end()); // zero-padded numbers
-  std::vector<wal_write> out;
+  wal_read out;
   for (auto& f : files) {
     auto w = read_wal(f.string());
-    out.insert(out.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
+    if (auto d = damage_in(w); d && out.damage.empty()) out.damage = describe_damage(f.string(), w, *d);
+    out.writes.insert(out.writes.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
   }
   return out;
 }
@@ -49,24 +57,18 @@ inline std::vector<wal_write> read_wal_files(const std::string& dir) {
 /// `fail(status, doing)` throws.
 inline std::vector<std::string> salvage_store(
     rocksdb::DB& db, const rocksdb_layout& layout, const std::vector<rocksdb::ColumnFamilyHandle*>& all,
-    const std::vector<std::string>& damage, const std::vector<wal_write>& wal,
+    const std::vector<std::string>& damage, const wal_read& wal,
     const std::function<void(const rocksdb::Status&, const std::string&)>& fail) {
   std::vector<std::string> out;
   for (auto& line : damage) out.push_back("RocksDB: " + line);
   // RocksDB stops without a report at some damage (a record of a recycled
-  // log's type): troupe's reader sees it, a damaged write before an intact
-  // one (a crash's torn tail alone is no damage).
-  const auto first_damaged = std::find_if(wal.begin(), wal.end(), [](const wal_write& w) { return w.damaged; });
-  const bool unreported = std::any_of(first_damaged, wal.end(), [](const wal_write& w) {
-    return !w.damaged && w.readable;
-  });
-  if (out.empty() && !unreported) return out; // nothing was damaged
-  if (out.empty())
-    out.push_back("troupe: a write at byte " + std::to_string(first_damaged->offset) +
-                  " of the WAL is damaged, and RocksDB stopped reading there without a report");
+  // log's type, a length past the end): troupe's reader sees it (a crash's
+  // torn tail alone is no damage).
+  if (out.empty() && wal.damage.empty()) return out; // nothing was damaged
+  if (out.empty()) out.push_back("troupe: " + wal.damage + "; RocksDB stopped reading there without a report");
   std::map<std::uint32_t, std::string> names;
   for (auto* h : all) names[h->GetID()] = h->GetName();
-  const auto lost = dropped_writes(wal, db.GetLatestSequenceNumber(), names);
+  const auto lost = dropped_writes(wal.writes, db.GetLatestSequenceNumber(), names);
   rocksdb::WriteBatch markers;
   // Every ID with dropped events, and, when some write could not be
   // decoded, every ID the WAL names (it may have had events there): a

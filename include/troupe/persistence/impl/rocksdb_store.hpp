@@ -19,7 +19,7 @@ inline void rocksdb_store::open() {
     // its end, in salvage mode too (a salvage mends WALs only).
     if (auto d = detail::manifest_damage(path_); !d.empty())
       throw error(errc::corrupt_store,
-                  "cannot open store " + path_ + ": its MANIFEST is damaged before its end (" + d +
+                  "cannot open store " + path_ + ": its MANIFEST is damaged (" + d +
                       "); RocksDB would open the store as the records before the damage describe it, without the "
                       "column families and table files that follow. Nothing was changed; a salvage cannot mend it: "
                       "restore the store from a backup");
@@ -38,7 +38,7 @@ inline void rocksdb_store::open() {
   std::sort(tables.begin(), tables.end());
   // Every write of the WAL, read before RocksDB recovers (and may remove)
   // it, to name what the salvage drops.
-  std::vector<detail::wal_write> wal;
+  detail::wal_read wal;
   if (options_.salvage && exists) wal = detail::read_wal_files(path_);
   if (!options_.salvage && exists) refuse_damaged_wal();
   if (auto st = open_db(tables, true); !st.ok()) fail_open(st, "RocksDB refused it");
