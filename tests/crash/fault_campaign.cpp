@@ -15,7 +15,7 @@
 // salvage of the WAL can mend). The seed is printed; it replays the faults
 // each cycle chooses (the moments depend on timing).
 //
-//   troupe_fault_campaign [--cycles N] [--seed S] [--dir D]
+//   troupe_fault_campaign [--cycles N] [--seed S] [--dir D] [--keep 1]  (a failed run, or --keep 1, leaves its store)
 #include <troupe/troupe.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
     for (auto& [id, h] : highest_seen) std::cout << ' ' << h;
     std::cout << std::endl;
   }
-  fs::remove_all(dir);
+  if (failures == 0 && arg(argc, argv, "--keep", "0") != "1") fs::remove_all(dir); // else left to look at
   std::cout << (failures ? "FAILED" : "ok") << ": " << cycles << " cycles, " << faulty_runs << " with injected faults, "
             << corruptions << " files damaged, " << refusals << " refusals naming the damage, " << salvages
             << " salvages, " << fresh_stores << " fresh stores; " << failures << " violations (seed "

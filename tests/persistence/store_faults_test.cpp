@@ -335,6 +335,102 @@ TEST_CASE("a flipped bit in the last MANIFEST record's length (RocksDB takes it 
   }
 }
 
+/// The offset of the last whole record of a log file (WAL or MANIFEST).
+std::size_t last_record_offset(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::size_t last = bytes.size();
+  for (std::size_t pos = 0; pos + 7 <= bytes.size();) {
+    if (32768 - pos % 32768 < 7) {
+      pos += 32768 - pos % 32768;
+      continue;
+    }
+    const auto length = std::size_t(std::uint8_t(bytes[pos + 4])) | std::size_t(std::uint8_t(bytes[pos + 5])) << 8;
+    if (pos + 7 + length > bytes.size() || (length == 0 && bytes[pos + 6] == 0)) break;
+    last = std::exchange(pos, pos + 7 + length);
+  }
+  REQUIRE(last < bytes.size());
+  return last;
+}
+
+TEST_CASE("salvage names what it dropped from a WAL that is not the newest (RocksDB reads the next one on)") {
+  test::temp_dir dir;
+  // Events 1 to 6 of p in the first WAL; a flush of the snapshots starts a
+  // second one (the first stays: the journal holds its events), which holds
+  // events 1 to 3 of q. (In this process: a forked child has no RocksDB
+  // background threads to flush with. Closing flushes nothing.)
+  {
+    tp::rocksdb_store s(dir.str());
+    tp::snapshot_record snapshot;
+    snapshot.seq = 1;
+    snapshot.payload = "{}";
+    REQUIRE_FALSE(s.save_snapshot("z", snapshot));
+    for (tp::sequence_nr i = 1; i <= 6; ++i)
+      REQUIRE_FALSE(s.write("p", one(i, std::string(200, static_cast<char>('a' + i)))));
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    REQUIRE(s.db().Flush(fo, s.snapshots_cf()).ok());
+    for (tp::sequence_nr i = 1; i <= 3; ++i)
+      REQUIRE_FALSE(s.write("q", one(i)));
+  }
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 2);
+  // Event 6's record, the first WAL's last, now of a recycled log's type:
+  // RocksDB ends that file there without a report and goes on with the next.
+  const auto pos = last_record_offset(wals[0]);
+  faulty_file_system::flip_bit(wals[0], pos + 6, 2);
+
+  auto e = open_error(dir.str());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::corrupt_store);
+  CHECK_THAT(std::string(e->what()), Catch::Contains(wals[0].filename().string()));
+  {
+    tp::rocksdb_options o;
+    o.salvage = true;
+    tp::rocksdb_store s(dir.str(), o);
+    const auto report = report_of(s);
+    INFO(report);
+    CHECK_THAT(report, Catch::Contains("events 6 to 6 of p dropped"));
+    CHECK(s.highest_sequence_nr("p") == 6);
+    CHECK(s.highest_sequence_nr("q") == 3);
+    CHECK(s.write("p", one(6, "replacement")) == tp::errc::sequence_mismatch);
+  }
+  tp::rocksdb_store again(dir.str()); // an ordinary open: the damaged WAL is gone
+  CHECK(again.highest_sequence_nr("p") == 6);
+  CHECK(again.highest_sequence_nr("q") == 3);
+}
+
+TEST_CASE("after a salvage the store opens as an ordinary one, also when nothing before the damage was kept") {
+  // A WAL whose first record is damaged: of ten events, or of a store that
+  // a crash ended right after its first open (the WAL holds only the
+  // store's format, and nothing needs a flush afterwards).
+  const bool events = GENERATE(true, false);
+  CAPTURE(events);
+  test::temp_dir dir;
+  if (events) ten_acknowledged_events(dir.str());
+  else in_child_then_die([&] { tp::rocksdb_store s(dir.str()); });
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 1);
+  REQUIRE(fs::file_size(wals[0]) > 7);
+  // The first record's length, 128 more: RocksDB keeps nothing of this WAL.
+  faulty_file_system::flip_bit(wals[0], 4, 7);
+  REQUIRE(open_error(dir.str()));
+  const tp::sequence_nr highest = events ? 10 : 0;
+  {
+    tp::rocksdb_options o;
+    o.salvage = true;
+    tp::rocksdb_store s(dir.str(), o);
+    INFO(report_of(s));
+    CHECK(s.highest_sequence_nr("p") == highest);
+  }
+  auto e = open_error(dir.str());
+  CHECK_FALSE(e);
+  if (e) FAIL(e->what());
+  tp::rocksdb_store again(dir.str());
+  CHECK(again.highest_sequence_nr("p") == highest);
+  CHECK(again.write("p", one(highest + 1)) == std::error_code());
+}
+
 TEST_CASE("a crash's torn tail is never taken for damage: the last record cut anywhere opens") {
   test::temp_dir base;
   ten_acknowledged_events(base.str());

@@ -21,9 +21,14 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe::persistence::detail {
+
+/// The `meta` key of the last salvage's report (its lines, each ending in a
+/// newline).
+inline constexpr std::string_view salvage_report_key = "salvaged";
 
 /// The writes of the WAL files in `dir`, oldest first, and the first
 /// damage among them that RocksDB may not report (`damage_before_end`,
@@ -41,7 +46,12 @@ inline wal_read read_wal_files(const std::string& dir) {
   wal_read out;
   for (auto& f : files) {
     auto w = read_wal(f.string());
-    if (auto d = damage_in(w); d && out.damage.empty()) out.damage = describe_damage(f.string(), w, *d);
+    if (auto d = damage_in(w)) {
+      if (out.damage.empty()) out.damage = describe_damage(f.string(), w, *d);
+      // RocksDB reads none of this file from its first damaged write on.
+      auto first = std::find_if(w.begin(), w.end(), [](const wal_write& x) { return x.damaged || x.repaired; });
+      for (; first != w.end(); ++first) first->after_damage = true;
+    }
     out.writes.insert(out.writes.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
   }
   return out;
@@ -99,10 +109,16 @@ inline std::vector<std::string> salvage_store(
                   std::to_string(lost.unreadable_keys) +
                   " records): the numbers of every persistence ID the WAL names are kept past them; an ID named "
                   "nowhere else in the WAL cannot be");
+  // The report, kept in the store; and something to flush, so that the
+  // flush moves every column family past the damaged WAL, which RocksDB
+  // then deletes (when nothing before the damage was kept, it stayed, and
+  // the next ordinary open refused it again).
+  std::string report;
+  for (auto& line : out) report += line + "\n";
+  markers.Put(layout.meta, salvage_report_key, report);
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  if (markers.Count() > 0)
-    if (auto st = db.Write(wo, &markers); !st.ok()) fail(st, "cannot write the salvage's markers");
+  if (auto st = db.Write(wo, &markers); !st.ok()) fail(st, "cannot write the salvage's markers");
   rocksdb::FlushOptions fo;
   fo.wait = true;
   if (auto st = db.Flush(fo, all); !st.ok()) fail(st, "cannot flush the salvaged store");

@@ -47,6 +47,7 @@ struct wal_write {
   bool damaged = false;       // a checksum failed: its keys may be wrong
   bool repaired = false;      // one byte of a record's header was damaged, and set right passes the checksum
   bool readable = false;      // its batch decoded
+  bool after_damage = false;  // at or after damage in its file, where RocksDB stops reading it
   std::size_t bytes = 0;
   std::size_t offset = 0; // in its file
   std::vector<wal_key> keys;
@@ -291,7 +292,10 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
       gap_open = false;
     }
     next_sequence = w.sequence + w.keys.size();
-    const bool lost = w.sequence > kept;
+    // Past the last number RocksDB kept, or past damage in a WAL that is not
+    // the newest (RocksDB stops reading that file there and goes on with
+    // the next, whose numbers are higher).
+    const bool lost = w.sequence > kept || w.after_damage;
     for (auto& [cf, key, put] : w.keys) {
       auto n = names.find(cf);
       const std::string name = n == names.end() ? "column family " + std::to_string(cf) : n->second;
