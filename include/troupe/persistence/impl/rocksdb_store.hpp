@@ -3,6 +3,8 @@
 // The longer bodies of `rocksdb_store` (troupe/persistence/rocksdb_store.hpp):
 // opening the database, and the snapshot queries.
 
+#include <troupe/persistence/detail/table_check.hpp>
+
 namespace troupe::persistence {
 
 inline void rocksdb_store::open() {
@@ -23,6 +25,10 @@ inline void rocksdb_store::open() {
                       "); RocksDB would open the store as the records before the damage describe it, without the "
                       "column families and table files that follow. Nothing was changed; a salvage cannot mend it: "
                       "restore the store from a backup");
+    if (auto d = detail::tables_damage(path_); !d.empty())
+      throw error(errc::corrupt_store, "cannot open store " + path_ + ": a table file is damaged (" + d +
+                                           "). Nothing was changed; a salvage cannot mend it: restore the store from "
+                                           "a backup");
     auto st = rocksdb::DB::ListColumnFamilies(db_options(), path_, &existing);
     if (!st.ok()) fail_open(st, "cannot read its column families");
     format.refuse_newer(db_options(), existing);
