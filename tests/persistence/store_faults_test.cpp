@@ -152,6 +152,21 @@ void salvage_names_5_to_10(const std::string& dir) {
   CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
 }
 
+/// Whether `pid`'s events replay as recovery reads them: each the number
+/// after the last, or an `events_lost` record whose first number is, up to
+/// the highest.
+bool recovers_whole(tp::rocksdb_store& s, const std::string& pid) {
+  tp::sequence_nr expected = 1;
+  bool whole = true;
+  auto ec = s.replay(pid, 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) {
+    const bool lost = e.manifest == tp::events_lost_manifest;
+    const bool from_expected = e.payload.find("\"from\":" + std::to_string(expected) + ",") != std::string::npos;
+    if (e.seq != expected && !(lost && from_expected)) whole = false;
+    expected = e.seq + 1;
+  });
+  return !ec && whole && expected - 1 == s.highest_sequence_nr(pid);
+}
+
 std::string u32_be(std::uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
 }
@@ -399,6 +414,116 @@ TEST_CASE("salvage names what it dropped from a WAL that is not the newest (Rock
   tp::rocksdb_store again(dir.str()); // an ordinary open: the damaged WAL is gone
   CHECK(again.highest_sequence_nr("p") == 6);
   CHECK(again.highest_sequence_nr("q") == 3);
+}
+
+TEST_CASE("salvage marks events dropped from an older WAL below ones a newer WAL kept, and counts no record a "
+          "table file holds") {
+  // Also with event 5's write damaged in its data: its number is not taken
+  // from it, and the records must still cover every number in turn.
+  const bool second = GENERATE(false, true);
+  CAPTURE(second);
+  test::temp_dir dir;
+  // The first WAL: a snapshot of z, events 1 to 6 of p, a snapshot of p; a
+  // flush of the snapshots starts a second WAL, with events 7 and 8 of p.
+  {
+    tp::rocksdb_store s(dir.str());
+    tp::snapshot_record snapshot;
+    snapshot.seq = 1;
+    snapshot.payload = "{}";
+    REQUIRE_FALSE(s.save_snapshot("z", snapshot));
+    for (tp::sequence_nr i = 1; i <= 6; ++i)
+      REQUIRE_FALSE(s.write("p", one(i, std::string(200, static_cast<char>('a' + i)))));
+    REQUIRE_FALSE(s.save_snapshot("p", snapshot));
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    REQUIRE(s.db().Flush(fo, s.snapshots_cf()).ok());
+    for (tp::sequence_nr i = 7; i <= 8; ++i) REQUIRE_FALSE(s.write("p", one(i)));
+  }
+  auto wals = wal_files(dir.path);
+  REQUIRE(wals.size() == 2);
+  // Event 3's record (after the format's and z's) now of a recycled log's
+  // type: RocksDB takes it for an old log's record (its first four bytes,
+  // the write's number 5, are not this log's number 4), ends the file there
+  // without a report and reads the next one.
+  const auto pos = record_offset(wals[0], 4);
+  {
+    std::ifstream in(wals[0], std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(in)), {});
+    REQUIRE(file.find(std::string(200, 'd'), pos) < pos + 300); // event 3's payload
+  }
+  faulty_file_system::flip_bit(wals[0], pos + 6, 2);
+  if (second) faulty_file_system::flip_bit(wals[0], record_offset(wals[0], 6) + 40, 1);
+  REQUIRE(open_error(dir.str()));
+  {
+    tp::rocksdb_options o;
+    o.salvage = true;
+    tp::rocksdb_store s(dir.str(), o);
+    const auto report = report_of(s);
+    INFO(report);
+    CHECK_THAT(report, Catch::Contains(second ? "events 5 to 6 of p dropped" : "events 3 to 6 of p dropped"));
+    CHECK_THAT(report, !Catch::Contains("snapshots")); // p's snapshot is in a table file
+  }
+  tp::rocksdb_store again(dir.str());
+  // A damaged write's key count is also kept above every ID's highest (its
+  // keys are not trusted to name the ID): 9 with the second damage.
+  CHECK(again.highest_sequence_nr("p") == (second ? 9 : 8));
+  std::optional<tp::snapshot_record> snapshot;
+  CHECK_FALSE(again.load_snapshot("p", tp::snapshot_criteria{}, snapshot));
+  CHECK(snapshot.has_value());
+  std::vector<tp::sequence_nr> seen;
+  std::string lost;
+  REQUIRE_FALSE(again.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) {
+    seen.push_back(e.seq);
+    if (e.manifest == tp::events_lost_manifest) lost = e.payload;
+  }));
+  CHECK(recovers_whole(again, "p"));
+  if (second) {
+    CHECK(seen == std::vector<tp::sequence_nr>{1, 2, 4, 6, 7, 8, 9}); // records at 4 (3 to 4), 6 (5 to 6), 9
+  } else {
+    CHECK(seen == std::vector<tp::sequence_nr>{1, 2, 6, 7, 8}); // 3 to 6 passed over by the record at 6
+    CHECK(lost == R"({"from":3,"to":6})");
+  }
+}
+
+TEST_CASE("a salvage that fails at any of its first WAL writes never leaves a store that hands out a dropped "
+          "number") {
+  test::temp_dir base;
+  ten_acknowledged_events(base.str());
+  auto wals = wal_files(base.path);
+  REQUIRE(wals.size() == 1);
+  // A flipped bit in event 6's data: RocksDB recovers events 1 to 5.
+  faulty_file_system::flip_bit(wals[0], record_offset(wals[0], 6) + 30, 3);
+  // The salvage's own writes to the new WAL (RocksDB's at the open, the
+  // markers, the format's) fail in turn: a crash at that point would leave
+  // the store as the failure does.
+  for (int skip = 0; skip < 10; ++skip) {
+    CAPTURE(skip);
+    test::temp_dir dir;
+    fs::copy(base.path, dir.path, fs::copy_options::recursive);
+    {
+      auto faults = std::make_shared<faulty_file_system>();
+      faults->fail_next(faulty_file_system::io_op::write, faulty_file_system::fault::io_error, 1, ".log", skip);
+      tp::rocksdb_options o;
+      o.salvage = true;
+      o.file_system = faults;
+      try {
+        tp::rocksdb_store s(dir.str(), o);
+      } catch (const troupe::error&) {
+      }
+    }
+    // Refused again (the damaged WAL is still there), then salvaged; or
+    // every number kept.
+    tp::rocksdb_options o;
+    if (auto e = open_error(dir.str())) {
+      CHECK(e->code() == tp::errc::corrupt_store);
+      o.salvage = true;
+    }
+    tp::rocksdb_store s(dir.str(), o);
+    INFO(report_of(s));
+    CHECK(s.highest_sequence_nr("p") >= 10);
+    CHECK(s.write("p", one(6, "replacement")) == tp::errc::sequence_mismatch);
+    CHECK(recovers_whole(s, "p"));
+  }
 }
 
 TEST_CASE("after a salvage the store opens as an ordinary one, also when nothing before the damage was kept") {

@@ -521,11 +521,12 @@ private:
   rocksdb::DBOptions db_options() const {
     rocksdb::DBOptions o;
     if (env_) o.env = env_.get();
-    // A record damaged before the WAL's end is not a crash's doing: refuse
-    // it rather than silently recover to the point before it (RocksDB's
-    // default), unless the operator asked for that.
+    // Damage before the WAL's end is no crash's doing: refuse it rather than
+    // recover to the point before it, unless the operator asked for that.
     o.wal_recovery_mode = options_.salvage ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
                                            : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+    // A salvage keeps the damaged WAL until its markers are durable.
+    o.avoid_flush_during_recovery = options_.salvage;
     o.db_write_buffer_size = options_.write_buffers;
     return o;
   }
@@ -548,16 +549,8 @@ private:
   /// Before RocksDB opens the store: damage inside a WAL file that RocksDB
   /// would take for a torn tail (see `detail::damage_before_end`) refuses
   /// the open, the store unchanged.
-  void refuse_damaged_wal() const {
-    for (auto& e : std::filesystem::directory_iterator(path_)) {
-      if (e.path().extension() != ".log") continue;
-      if (auto d = detail::damage_before_end(e.path().string()); !d.empty())
-        throw error(errc::corrupt_store, "cannot open store " + path_ + ": its WAL is damaged (" + d +
-                                             "); RocksDB would recover to the point before the damage and drop "
-                                             "the rest without a report. Nothing was changed; "
-                                             "rocksdb_options::salvage opens it without the damaged records");
-    }
-  }
+  void refuse_damaged_wal() const;
+
 
   /// Records a failed read: what RocksDB said, and of what.
   std::error_code read_failed(const rocksdb::Status& st, const std::string& of) {

@@ -51,17 +51,18 @@ public:
   // -- injection ---------------------------------------------------------------
 
   /// The next `n` operations of kind `op` on files whose name contains
-  /// `name_part` (every file if empty) fail with `f`.
-  void fail_next(io_op op, fault f, int n = 1, std::string name_part = {}) {
+  /// `name_part` (every file if empty) fail with `f`, after the first
+  /// `skip` of them succeed.
+  void fail_next(io_op op, fault f, int n = 1, std::string name_part = {}, int skip = 0) {
     std::lock_guard g(mutex_);
-    rules_.push_back({op, f, n, 0.0, std::move(name_part)});
+    rules_.push_back({op, f, n, 0.0, std::move(name_part), skip});
   }
 
   /// Each operation of kind `op` on a matching file fails with `f` with
   /// probability `p`, until `clear()`.
   void fail_randomly(io_op op, fault f, double p, std::string name_part = {}) {
     std::lock_guard g(mutex_);
-    rules_.push_back({op, f, -1, p, std::move(name_part)});
+    rules_.push_back({op, f, -1, p, std::move(name_part), 0});
   }
 
   /// A full disk from now on: every write fails with "no space" until
@@ -221,6 +222,7 @@ private:
     int remaining; // -1: probabilistic
     double p;
     std::string name_part;
+    int skip; // operations to let through first
   };
 
   struct file_state {
@@ -236,7 +238,9 @@ private:
       if (it->op != op || (!it->name_part.empty() && fname.find(it->name_part) == std::string::npos)) continue;
       bool hit = false;
       const auto f = it->f;
-      if (it->remaining > 0) {
+      if (it->remaining > 0 && it->skip > 0) {
+        --it->skip;
+      } else if (it->remaining > 0) {
         hit = true;
         if (--it->remaining == 0) rules_.erase(it);
       } else if (it->remaining < 0) {

@@ -42,7 +42,15 @@ inline wal_read read_wal_files(const std::string& dir) {
   std::vector<std::filesystem::path> files;
   for (auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".log") files.push_back(e.path());
-  std::sort(files.begin(), files.end()); // zero-padded numbers
+  // By number (their names are zero-padded to six digits, then grow).
+  auto number = [](const std::filesystem::path& f) {
+    try {
+      return std::stoull(f.stem().string());
+    } catch (const std::exception&) {
+      return 0ull;
+    }
+  };
+  std::sort(files.begin(), files.end(), [&](auto& a, auto& b) { return number(a) < number(b); });
   wal_read out;
   for (auto& f : files) {
     auto w = read_wal(f.string());
@@ -78,30 +86,64 @@ inline std::vector<std::string> salvage_store(
   if (out.empty()) out.push_back("troupe: " + wal.damage + "; RocksDB stopped reading there without a report");
   std::map<std::uint32_t, std::string> names;
   for (auto* h : all) names[h->GetID()] = h->GetName();
-  const auto lost = dropped_writes(wal.writes, db.GetLatestSequenceNumber(), names);
+  std::map<std::uint32_t, rocksdb::ColumnFamilyHandle*> handles;
+  for (auto* h : all) handles[h->GetID()] = h;
+  auto present = [&](std::uint32_t cf, const std::string& key) {
+    auto h = handles.find(cf);
+    std::string value;
+    if (h == handles.end()) return false;
+    auto st = db.Get(rocksdb::ReadOptions{}, h->second, key, &value);
+    if (!st.ok() && !st.IsNotFound()) fail(st, "cannot read the salvaged store");
+    return st.ok();
+  };
+  const auto lost = dropped_writes(wal.writes, db.GetLatestSequenceNumber(), names, present);
   rocksdb::WriteBatch markers;
   // Every ID with dropped events, and, when some write could not be
   // decoded, every ID the WAL names (it may have had events there): a
   // record at the last number that may have been handed out.
   std::set<std::string> ids;
-  for (auto& [prefix, range] : lost.events) ids.insert(prefix);
+  for (auto& [prefix, numbers] : lost.events) ids.insert(prefix);
   if (lost.unreadable_keys) ids.insert(lost.named.begin(), lost.named.end());
   for (auto& prefix : ids) {
     const auto kept = layout.read_highest(prefix);
-    sequence_nr last = kept;
-    if (auto it = lost.events.find(prefix); it != lost.events.end()) last = std::max(last, it->second.second);
-    if (lost.unreadable_keys) last = std::max(last, kept + lost.unreadable_keys);
-    if (last <= kept) continue;
     const auto pid = pid_of_prefix(prefix);
-    const bool named = lost.events.count(prefix) && lost.events.at(prefix).second == last;
-    out.push_back("events " + std::to_string(kept + 1) + " to " + std::to_string(last) + " of " + pid +
-                  (named ? " dropped" : " dropped or never written (an undecodable write may have held some)") +
-                  " (numbers kept by a " + std::string(events_lost_manifest) + " record at " + std::to_string(last) +
-                  ")");
-    markers.Put(layout.journal, seq_key(prefix, last), encode_event(events_lost_record(kept + 1, last)));
+    auto mark = [&](sequence_nr from, sequence_nr to, bool named) {
+      out.push_back("events " + std::to_string(from) + " to " + std::to_string(to) + " of " + pid +
+                    (named ? " dropped" : " dropped or never written (an undecodable write may have held some)") +
+                    " (numbers kept by a " + std::string(events_lost_manifest) + " record at " + std::to_string(to) +
+                    ")");
+      markers.Put(layout.journal, seq_key(prefix, to), encode_event(events_lost_record(from, to)));
+    };
+    sequence_nr last = kept;
+    sequence_nr top = 0; // the last dropped number above `kept`
+    if (auto it = lost.events.find(prefix); it != lost.events.end()) {
+      // Dropped numbers below ones the store has (a WAL that is not the
+      // newest, read up to its damage only): a record for each run, above
+      // what a deletion removed (recovery never reads below that).
+      const auto& numbers = it->second;
+      const auto deleted = layout.read_watermark(prefix);
+      sequence_nr marked = 0; // the last number the records below cover
+      for (auto n = numbers.begin(); n != numbers.end();) {
+        auto end = n;
+        while (std::next(end) != numbers.end() && *std::next(end) == *end + 1) ++end;
+        // From the number after the last one the store has below the run,
+        // or the last record below covers (a damaged write's numbers, not
+        // taken, may lie between; an earlier salvage's record may be last).
+        if (*end >= kept) {
+          top = *end;
+        } else if (*end > deleted && !present(layout.journal->GetID(), seq_key(prefix, *end))) {
+          mark(std::max({layout.last_seq(prefix, *n - 1), deleted, marked}) + 1, *end, true);
+          marked = *end;
+        }
+        n = std::next(end);
+      }
+      last = std::max(last, top);
+    }
+    if (lost.unreadable_keys) last = std::max(last, kept + lost.unreadable_keys);
+    if (last > kept) mark(kept + 1, last, top == last);
   }
   for (auto& [cf, n] : lost.records)
-    out.push_back(std::to_string(n) + " record(s) of " + (cf == "meta" ? std::string("meta") : "table " + cf) +
+    out.push_back(std::to_string(n) + " record(s) of " + (rocksdb_layout::reserved(cf) ? cf : "table " + cf) +
                   " dropped");
   if (lost.unreadable_keys)
     out.push_back(std::to_string(lost.unreadable_bytes) +

@@ -251,8 +251,8 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
 /// they held, with every persistence ID the WAL's readable writes name (one
 /// of them may have had events in those).
 struct dropped {
-  std::map<std::string, std::pair<sequence_nr, sequence_nr>> events; // prefix -> [first, last]
-  std::map<std::string, std::size_t> records;                       // column family -> count
+  std::map<std::string, std::set<sequence_nr>> events; // prefix -> the dropped numbers
+  std::map<std::string, std::size_t> records;          // column family -> count
   std::size_t unreadable_bytes = 0;
   std::uint64_t unreadable_keys = 0; // at most
   std::set<std::string> named;       // journal prefixes of the readable writes
@@ -260,9 +260,14 @@ struct dropped {
 
 /// The writes of `writes` after RocksDB's sequence number `kept` (the last
 /// one the salvaged database has), and the damaged ones; `names` maps column
-/// family IDs to names.
-inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_t kept,
-                              const std::map<std::uint32_t, std::string>& names) {
+/// family IDs to names. Of a write that RocksDB skipped for damage before it
+/// in an older WAL (`after_damage`) but whose number is below `kept`, a put
+/// counts only if `present(column family ID, key)` says the store does not
+/// have its key, a deletion only if it does (a column family flushed after
+/// that WAL was written has those writes in its table files).
+template <class Present>
+dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_t kept,
+                       const std::map<std::uint32_t, std::string>& names, Present present) {
   dropped out;
   std::uint64_t next_sequence = 0; // what the write after the last readable one starts at
   bool gap_open = false;           // unreadable writes since the last readable one
@@ -296,22 +301,18 @@ inline dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_
     // the newest (RocksDB stops reading that file there and goes on with
     // the next, whose numbers are higher).
     const bool lost = w.sequence > kept || w.after_damage;
+    const bool check = w.sequence <= kept; // skipped in an older WAL: the store may have it all the same
     for (auto& [cf, key, put] : w.keys) {
       auto n = names.find(cf);
       const std::string name = n == names.end() ? "column family " + std::to_string(cf) : n->second;
+      const bool dropped = lost && (!check || present(cf, key) != put);
       if (name == "journal" && key.size() > 10) {
         const auto prefix = key.substr(0, key.size() - 8);
         out.named.insert(prefix);
         // Only a put is an event (a deletion's key, `delete_up_to`'s up to
         // the largest number, is none).
-        if (!lost || !put) continue;
-        const auto seq = seq_of_key(key);
-        auto [it, fresh] = out.events.try_emplace(prefix, seq, seq);
-        if (!fresh) {
-          it->second.first = std::min(it->second.first, seq);
-          it->second.second = std::max(it->second.second, seq);
-        }
-      } else if (lost) {
+        if (dropped && put) out.events[prefix].insert(seq_of_key(key));
+      } else if (dropped) {
         ++out.records[name];
       }
     }

@@ -72,6 +72,17 @@ inline void rocksdb_store::open() {
   writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
 }
 
+inline void rocksdb_store::refuse_damaged_wal() const {
+  for (auto& e : std::filesystem::directory_iterator(path_)) {
+    if (e.path().extension() != ".log") continue;
+    if (auto d = detail::damage_before_end(e.path().string()); !d.empty())
+      throw error(errc::corrupt_store, "cannot open store " + path_ + ": its WAL is damaged (" + d +
+                                           "); RocksDB would recover to the point before the damage and drop "
+                                           "the rest without a report. Nothing was changed; "
+                                           "rocksdb_options::salvage opens it without the damaged records");
+  }
+}
+
 inline rocksdb::ColumnFamilyOptions rocksdb_store::sized_levels() const {
   rocksdb::ColumnFamilyOptions cf;
   if (options_.write_buffers == 0) return cf;
