@@ -526,6 +526,22 @@ TEST_CASE("a salvage that fails at any of its first WAL writes never leaves a st
   }
 }
 
+TEST_CASE("salvage reads WAL files in the order of their numbers, also past six digits") {
+  test::temp_dir base, dir;
+  ten_acknowledged_events(base.str());
+  auto wals = wal_files(base.path);
+  REQUIRE(wals.size() == 1);
+  fs::create_directories(dir.path);
+  // The older file holds two writes, the newer all eleven.
+  fs::copy_file(wals[0], dir.path / "999999.log");
+  fs::resize_file(dir.path / "999999.log", record_offset(wals[0], 2));
+  fs::copy_file(wals[0], dir.path / "1000000.log");
+  const auto read = troupe::persistence::detail::read_wal_files(dir.str());
+  REQUIRE(read.writes.size() == 13);
+  CHECK(read.writes[2].offset == 0); // the newer file's first write comes third
+  CHECK(read.writes[2].sequence == read.writes[0].sequence);
+}
+
 TEST_CASE("after a salvage the store opens as an ordinary one, also when nothing before the damage was kept") {
   // A WAL whose first record is damaged: of ten events, or of a store that
   // a crash ended right after its first open (the WAL holds only the
