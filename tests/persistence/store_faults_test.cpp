@@ -152,6 +152,31 @@ void salvage_names_5_to_10(const std::string& dir) {
   CHECK(s.write("p", one(5, "replacement")) == tp::errc::sequence_mismatch); // never handed out again
 }
 
+tp::snapshot_record empty_snapshot() {
+  tp::snapshot_record snapshot;
+  snapshot.seq = 1;
+  snapshot.payload = "{}";
+  return snapshot;
+}
+
+/// A store with two live WALs: the first holds a snapshot of z, events 1
+/// to 6 of p (200 bytes each) and what `more` writes; a flush of the
+/// snapshots starts the second (the first stays: the journal holds its
+/// events), which holds what `then` writes. In this process: a forked child
+/// has no RocksDB background threads to flush with; closing flushes nothing.
+template <class More, class Then>
+void two_wals(const std::string& dir, More more, Then then) {
+  tp::rocksdb_store s(dir);
+  REQUIRE_FALSE(s.save_snapshot("z", empty_snapshot()));
+  for (tp::sequence_nr i = 1; i <= 6; ++i)
+    REQUIRE_FALSE(s.write("p", one(i, std::string(200, static_cast<char>('a' + i)))));
+  more(s);
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  REQUIRE(s.db().Flush(fo, s.snapshots_cf()).ok());
+  then(s);
+}
+
 /// Whether `pid`'s events replay as recovery reads them: each the number
 /// after the last, or an `events_lost` record whose first number is, up to
 /// the highest.
@@ -371,24 +396,9 @@ std::size_t last_record_offset(const fs::path& file) {
 
 TEST_CASE("salvage names what it dropped from a WAL that is not the newest (RocksDB reads the next one on)") {
   test::temp_dir dir;
-  // Events 1 to 6 of p in the first WAL; a flush of the snapshots starts a
-  // second one (the first stays: the journal holds its events), which holds
-  // events 1 to 3 of q. (In this process: a forked child has no RocksDB
-  // background threads to flush with. Closing flushes nothing.)
-  {
-    tp::rocksdb_store s(dir.str());
-    tp::snapshot_record snapshot;
-    snapshot.seq = 1;
-    snapshot.payload = "{}";
-    REQUIRE_FALSE(s.save_snapshot("z", snapshot));
-    for (tp::sequence_nr i = 1; i <= 6; ++i)
-      REQUIRE_FALSE(s.write("p", one(i, std::string(200, static_cast<char>('a' + i)))));
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    REQUIRE(s.db().Flush(fo, s.snapshots_cf()).ok());
-    for (tp::sequence_nr i = 1; i <= 3; ++i)
-      REQUIRE_FALSE(s.write("q", one(i)));
-  }
+  two_wals(dir.str(), [](tp::rocksdb_store&) {}, [](tp::rocksdb_store& s) {
+    for (tp::sequence_nr i = 1; i <= 3; ++i) REQUIRE_FALSE(s.write("q", one(i)));
+  });
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 2);
   // Event 6's record, the first WAL's last, now of a recycled log's type:
@@ -418,27 +428,18 @@ TEST_CASE("salvage names what it dropped from a WAL that is not the newest (Rock
 
 TEST_CASE("salvage marks events dropped from an older WAL below ones a newer WAL kept, and counts no record a "
           "table file holds") {
-  // Also with event 5's write damaged in its data: its number is not taken
-  // from it, and the records must still cover every number in turn.
+  // Also with event 5's write damaged in its data (two bits): its number is
+  // not taken from it, and the records must still cover every number in
+  // turn.
   const bool second = GENERATE(false, true);
   CAPTURE(second);
   test::temp_dir dir;
-  // The first WAL: a snapshot of z, events 1 to 6 of p, a snapshot of p; a
-  // flush of the snapshots starts a second WAL, with events 7 and 8 of p.
-  {
-    tp::rocksdb_store s(dir.str());
-    tp::snapshot_record snapshot;
-    snapshot.seq = 1;
-    snapshot.payload = "{}";
-    REQUIRE_FALSE(s.save_snapshot("z", snapshot));
-    for (tp::sequence_nr i = 1; i <= 6; ++i)
-      REQUIRE_FALSE(s.write("p", one(i, std::string(200, static_cast<char>('a' + i)))));
-    REQUIRE_FALSE(s.save_snapshot("p", snapshot));
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    REQUIRE(s.db().Flush(fo, s.snapshots_cf()).ok());
-    for (tp::sequence_nr i = 7; i <= 8; ++i) REQUIRE_FALSE(s.write("p", one(i)));
-  }
+  // A snapshot of p in the first WAL after its events, events 7 and 8 of p
+  // in the second.
+  two_wals(dir.str(), [](tp::rocksdb_store& s) { REQUIRE_FALSE(s.save_snapshot("p", empty_snapshot())); },
+           [](tp::rocksdb_store& s) {
+             for (tp::sequence_nr i = 7; i <= 8; ++i) REQUIRE_FALSE(s.write("p", one(i)));
+           });
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 2);
   // Event 3's record (after the format's and z's) now of a recycled log's
@@ -452,7 +453,10 @@ TEST_CASE("salvage marks events dropped from an older WAL below ones a newer WAL
     REQUIRE(file.find(std::string(200, 'd'), pos) < pos + 300); // event 3's payload
   }
   faulty_file_system::flip_bit(wals[0], pos + 6, 2);
-  if (second) faulty_file_system::flip_bit(wals[0], record_offset(wals[0], 6) + 40, 1);
+  if (second) { // two bits: one alone would be found and set right
+    faulty_file_system::flip_bit(wals[0], record_offset(wals[0], 6) + 40, 1);
+    faulty_file_system::flip_bit(wals[0], record_offset(wals[0], 6) + 41, 6);
+  }
   REQUIRE(open_error(dir.str()));
   {
     tp::rocksdb_options o;
@@ -590,6 +594,45 @@ TEST_CASE("a crash's torn tail is never taken for damage: the last record cut an
     tp::rocksdb_store s(dir.str());
     CHECK(s.highest_sequence_nr("p") == 9);
   }
+}
+
+TEST_CASE("salvage reads a write whose one flipped bit is in its ID as it was written, even as the WAL's only "
+          "write") {
+  test::temp_dir dir;
+  // Events of q flushed; the WAL then holds one write: event 1 of p.
+  {
+    tp::rocksdb_store s(dir.str());
+    for (tp::sequence_nr i = 1; i <= 9; ++i) REQUIRE_FALSE(s.write("q", one(i)));
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    REQUIRE(s.db().Flush(fo, s.db().DefaultColumnFamily()).ok());
+    REQUIRE(s.db().Flush(fo, s.journal_cf()).ok());
+    REQUIRE(s.db().Flush(fo, s.meta_cf()).ok());
+    REQUIRE_FALSE(s.write("p", one(1)));
+  }
+  auto wals = wal_files(dir.path);
+  REQUIRE_FALSE(wals.empty());
+  const auto wal = wals.back();
+  const auto pos = last_record_offset(wal);
+  std::ifstream in(wal, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const auto key = troupe::persistence::detail::seq_key(troupe::persistence::detail::id_prefix("p"), 1);
+  const auto at = file.find(key, pos);
+  REQUIRE(at != std::string::npos);
+  faulty_file_system::flip_bit(wal, at + key.size() - 9, 5); // "p" becomes "P"
+  REQUIRE(open_error(dir.str()));
+
+  tp::rocksdb_options o;
+  o.salvage = true;
+  tp::rocksdb_store s(dir.str(), o);
+  const auto report = report_of(s);
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("events 1 to 1 of p dropped"));
+  CHECK_THAT(report, !Catch::Contains(" of P "));
+  CHECK(s.highest_sequence_nr("p") == 1);
+  CHECK(s.write("p", one(1, "replacement")) == tp::errc::sequence_mismatch);
+  CHECK(s.highest_sequence_nr("q") == 9);
 }
 
 TEST_CASE("salvage takes no event number from a damaged write's keys (a flipped bit in one made it 2^63 + 5)") {

@@ -45,7 +45,7 @@ struct wal_key {
 struct wal_write {
   std::uint64_t sequence = 0; // RocksDB's sequence number of its first key
   bool damaged = false;       // a checksum failed: its keys may be wrong
-  bool repaired = false;      // one byte of a record's header was damaged, and set right passes the checksum
+  bool repaired = false;      // a record's header byte or data bit was damaged: set right, it passes its checksum
   bool readable = false;      // its batch decoded
   bool after_damage = false;  // at or after damage in its file, where RocksDB stops reading it
   std::size_t bytes = 0;
@@ -162,6 +162,36 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
       if ((diff & ~(0xffu << shift)) == 0) return type = t0, length = l0, true;
     return false;
   };
+  // The bit of the data of the record at `at` (a plausible header) whose
+  // flip makes it pass its checksum, if one does: a CRC's difference for one
+  // flipped bit depends only on the bit's distance from the end (the CRC is
+  // linear), and tells it apart from every other bit's. A write whose one
+  // flipped bit is found is read as it was written (a flipped bit in a key's
+  // ID had made a salvage name an ID that does not exist, and keep none of
+  // the true one's numbers). Records up to 4 KiB only: damage to more than
+  // one bit is taken for one bit's at most once in 2^32 / 32,768.
+  auto repair_bit = [&](std::size_t at, int type, std::size_t length) -> std::optional<std::size_t> {
+    if (length == 0 || length > 4096) return std::nullopt;
+    crc32c_state crc;
+    const char t = static_cast<char>(type);
+    crc.update({&t, 1});
+    crc.update(std::string_view(file.data() + at + header, length));
+    const std::uint32_t masked = u32(at) - 0xa282ead8u;
+    const std::uint32_t difference = crc.value() ^ ((masked >> 17) | (masked << 15));
+    if (difference == 0) return std::nullopt;
+    auto shift8 = [](std::uint32_t r) { // eight zero bits through the register (reflected CRC-32C)
+      for (int k = 0; k < 8; ++k) r = (r >> 1) ^ ((r & 1) ? 0x82f63b78u : 0u);
+      return r;
+    };
+    std::uint32_t bits[8]; // the difference a flip of each bit of the byte makes
+    for (int j = 0; j < 8; ++j) bits[j] = shift8(1u << j);
+    for (std::size_t i = length; i-- > 0;) { // from the last byte: one more byte after it each step
+      for (int j = 0; j < 8; ++j)
+        if (bits[j] == difference) return i * 8 + static_cast<std::size_t>(j);
+      for (auto& b : bits) b = shift8(b);
+    }
+    return std::nullopt;
+  };
   // A record with a good checksum starts at `at` (or the block or the file
   // ends there: nothing to check).
   auto good_at = [&](std::size_t at) {
@@ -214,7 +244,9 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
     std::size_t length = 0;
     const bool plausible = record_at(pos, type, length);
     bool ok = plausible && checksum_ok(pos, type, length);
-    const bool fixed = !ok && repair_at(pos, type, length);
+    bool fixed = !ok && repair_at(pos, type, length);
+    const auto flipped = !ok && !fixed && plausible ? repair_bit(pos, type, length) : std::nullopt;
+    fixed = fixed || flipped;
     ok = ok || fixed;
     if (!ok && !(plausible && good_at(pos + header + length))) {
       // The header itself is damaged: find the next record with a good
@@ -233,6 +265,7 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
       start = pos;
     }
     data.append(file, pos + header, length);
+    if (flipped) data[data.size() - length + *flipped / 8] ^= static_cast<char>(1u << (*flipped % 8));
     damaged = damaged || !ok;
     repaired = repaired || fixed;
     if (type == 1 || type == 4) finish();
