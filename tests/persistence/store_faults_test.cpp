@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <future>
 #include <fstream>
+#include <list>
 #include <map>
 #include <optional>
 #include <random>
@@ -67,6 +68,16 @@ void in_child_then_die(F f) {
   REQUIRE(waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
+}
+
+/// A store directory that `make` fills, kept until the process ends: for
+/// test cases whose sections would otherwise fork after RocksDB's threads
+/// have started.
+template <class Make>
+const test::temp_dir& made_once(Make make) {
+  static std::list<test::temp_dir> kept; // removed at exit
+  make(kept.emplace_back().str());
+  return kept.back();
 }
 
 /// The live WAL files (`*.log`) of a store.
@@ -310,10 +321,13 @@ TEST_CASE("a flipped bit in the last WAL record's length or type (RocksDB takes 
   // The byte of the header and the bit: the length's low byte (128 more),
   // its high byte (32,768 more: both past the end of the file), the type
   // (a full record now of a recycled log's type).
+  // Made once, before any section runs RocksDB's threads (a child forked
+  // after them may not start threads of its own under ThreadSanitizer).
+  static const test::temp_dir& base = made_once([](const std::string& d) { ten_acknowledged_events(d); });
   const auto [byte, bit] = GENERATE(std::pair{4, 7}, std::pair{5, 7}, std::pair{6, 2});
   CAPTURE(byte, bit);
   test::temp_dir dir;
-  ten_acknowledged_events(dir.str());
+  fs::copy(base.path, dir.path, fs::copy_options::recursive);
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
   const auto pos = record_offset(wals[0], 10); // the eleventh record: event 10, acknowledged, the last
@@ -550,11 +564,14 @@ TEST_CASE("after a salvage the store opens as an ordinary one, also when nothing
   // A WAL whose first record is damaged: of ten events, or of a store that
   // a crash ended right after its first open (the WAL holds only the
   // store's format, and nothing needs a flush afterwards).
+  // Made once, before any section runs RocksDB's threads (see above).
+  static const test::temp_dir& with_events = made_once([](const std::string& d) { ten_acknowledged_events(d); });
+  static const test::temp_dir& format_only =
+      made_once([](const std::string& d) { in_child_then_die([&] { tp::rocksdb_store s(d); }); });
   const bool events = GENERATE(true, false);
   CAPTURE(events);
   test::temp_dir dir;
-  if (events) ten_acknowledged_events(dir.str());
-  else in_child_then_die([&] { tp::rocksdb_store s(dir.str()); });
+  fs::copy((events ? with_events : format_only).path, dir.path, fs::copy_options::recursive);
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
   REQUIRE(fs::file_size(wals[0]) > 7);
