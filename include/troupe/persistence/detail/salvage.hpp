@@ -163,22 +163,24 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
     return false;
   };
   // The bit of the data of the record at `at` (a plausible header) whose
-  // flip makes it pass its checksum, if one does: a CRC's difference for one
-  // flipped bit depends only on the bit's distance from the end (the CRC is
-  // linear), and tells it apart from every other bit's. A write whose one
+  // flip makes it pass its checksum, if one does (else `no_bit`): a CRC's
+  // difference for one flipped bit depends only on the bit's distance from
+  // the end (the CRC is linear), and tells it apart from every other
+  // bit's. A write whose one
   // flipped bit is found is read as it was written (a flipped bit in a key's
   // ID had made a salvage name an ID that does not exist, and keep none of
   // the true one's numbers). Records up to 4 KiB only: damage to more than
   // one bit is taken for one bit's at most once in 2^32 / 32,768.
-  auto repair_bit = [&](std::size_t at, int type, std::size_t length) -> std::optional<std::size_t> {
-    if (length == 0 || length > 4096) return std::nullopt;
+  constexpr std::size_t no_bit = static_cast<std::size_t>(-1);
+  auto repair_bit = [&](std::size_t at, int type, std::size_t length) -> std::size_t {
+    if (length == 0 || length > 4096) return no_bit;
     crc32c_state crc;
     const char t = static_cast<char>(type);
     crc.update({&t, 1});
     crc.update(std::string_view(file.data() + at + header, length));
     const std::uint32_t masked = u32(at) - 0xa282ead8u;
     const std::uint32_t difference = crc.value() ^ ((masked >> 17) | (masked << 15));
-    if (difference == 0) return std::nullopt;
+    if (difference == 0) return no_bit;
     auto shift8 = [](std::uint32_t r) { // eight zero bits through the register (reflected CRC-32C)
       for (int k = 0; k < 8; ++k) r = (r >> 1) ^ ((r & 1) ? 0x82f63b78u : 0u);
       return r;
@@ -190,7 +192,7 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
         if (bits[j] == difference) return i * 8 + static_cast<std::size_t>(j);
       for (auto& b : bits) b = shift8(b);
     }
-    return std::nullopt;
+    return no_bit;
   };
   // A record with a good checksum starts at `at` (or the block or the file
   // ends there: nothing to check).
@@ -245,8 +247,8 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
     const bool plausible = record_at(pos, type, length);
     bool ok = plausible && checksum_ok(pos, type, length);
     bool fixed = !ok && repair_at(pos, type, length);
-    const auto flipped = !ok && !fixed && plausible ? repair_bit(pos, type, length) : std::nullopt;
-    fixed = fixed || flipped;
+    const std::size_t flipped = !ok && !fixed && plausible ? repair_bit(pos, type, length) : no_bit;
+    fixed = fixed || flipped != no_bit;
     ok = ok || fixed;
     if (!ok && !(plausible && good_at(pos + header + length))) {
       // The header itself is damaged: find the next record with a good
@@ -265,7 +267,7 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
       start = pos;
     }
     data.append(file, pos + header, length);
-    if (flipped) data[data.size() - length + *flipped / 8] ^= static_cast<char>(1u << (*flipped % 8));
+    if (flipped != no_bit) data[data.size() - length + flipped / 8] ^= static_cast<char>(1u << (flipped % 8));
     damaged = damaged || !ok;
     repaired = repaired || fixed;
     if (type == 1 || type == 4) finish();
