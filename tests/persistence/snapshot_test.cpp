@@ -256,6 +256,28 @@ TEST_CASE("snapshots every N, keeping K, and deleting the events the oldest kept
   CHECK(r.state.total == 35 * 36 / 2);
 }
 
+TEST_CASE("recovery passes over a salvage's record whose numbers begin at or before the snapshot") {
+  test::temp_dir dir;
+  auto store = std::make_shared<tp::rocksdb_store>(dir.str());
+  auto j = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+  REQUIRE_FALSE(store->write("l", {{1, "ledger.added", 1, "{\"n\":1}"}, {2, "ledger.added", 1, "{\"n\":1}"}}));
+  // A snapshot at 3 in a table file; events 3 to 5 dropped by a salvage,
+  // whose record at 5 covers them all (from 3, below the snapshot's next).
+  tp::snapshot_record snapshot;
+  snapshot.seq = 3;
+  snapshot.payload = R"({"total":3,"log":"","events":3})";
+  REQUIRE_FALSE(store->save_snapshot("l", snapshot));
+  namespace d = tp::detail;
+  REQUIRE(store->db()
+              .Put(rocksdb::WriteOptions{}, store->journal_cf(), d::seq_key(d::id_prefix("l"), 5),
+                   d::encode_event(d::events_lost_record(3, 5)))
+              .ok());
+  const auto seen = inspect_once(j, "l");
+  CHECK(seen.snapshot == 3);
+  CHECK(seen.seq == 5);
+  CHECK(seen.state.total == 3);
+}
+
 TEST_CASE("an unreadable snapshot falls back to an older one, then to the whole journal") {
   test::temp_dir dir;
   auto store = std::make_shared<tp::rocksdb_store>(dir.str());

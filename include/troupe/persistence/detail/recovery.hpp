@@ -75,7 +75,8 @@ public:
     const auto started = std::chrono::steady_clock::now();
     recovery_progress progress{pid_, 0, report ? journal_.highest_sequence_nr(pid_) : 0, out_.snapshot};
     auto ec = journal_.replay(pid_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
-      if (r.seq != expected && !(r.manifest == events_lost_manifest && lost_from(r) == expected)) {
+      // A salvage's record covers its numbers (from before a snapshot, too).
+      if (r.seq != expected && !(r.manifest == events_lost_manifest && lost_from(r) <= expected)) {
         missing(expected, r.seq - 1);
         throw error(errc::events_missing, failure(r.seq, r.manifest,
                                                   "events " + std::to_string(expected) + " to " +

@@ -19,6 +19,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -97,6 +98,15 @@ inline std::vector<std::string> salvage_store(
     return st.ok();
   };
   const auto lost = dropped_writes(wal.writes, db.GetLatestSequenceNumber(), names, present);
+  // The first number above `after` the store has of an ID (one past the
+  // largest if none).
+  auto next_kept = [&](const std::string& prefix, sequence_nr after) {
+    std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions{}, layout.journal));
+    it->Seek(seq_key(prefix, after + 1));
+    if (!it->status().ok()) fail(it->status(), "cannot read the salvaged store");
+    const auto key = it->Valid() ? it->key().ToStringView() : std::string_view();
+    return key.size() == prefix.size() + 8 && key.starts_with(prefix) ? seq_of_key(key) : after + 1;
+  };
   rocksdb::WriteBatch markers;
   // Every ID with dropped events, and, when some write could not be
   // decoded, every ID the WAL names (it may have had events there): a
@@ -104,8 +114,21 @@ inline std::vector<std::string> salvage_store(
   std::set<std::string> ids;
   for (auto& [prefix, numbers] : lost.events) ids.insert(prefix);
   if (lost.unreadable_keys) ids.insert(lost.named.begin(), lost.named.end());
+  // A dropped deletion's watermark above the store's: written again (its
+  // events' deletion may be in a table file, its watermark was not; without
+  // it the ID's numbers would start over).
+  std::map<std::string, sequence_nr> restored;
+  for (auto& [prefix, to] : lost.watermarks)
+    if (layout.read_watermark(prefix) < to) {
+      std::string value;
+      troupe::detail::put_be<8>(value, to);
+      markers.Put(layout.meta, rocksdb_layout::highest_key(prefix), value);
+      restored[prefix] = to;
+      out.push_back("the deletion of events up to " + std::to_string(to) + " of " + pid_of_prefix(prefix) +
+                    " dropped: its number kept");
+    }
   for (auto& prefix : ids) {
-    const auto kept = layout.read_highest(prefix);
+    const auto kept = std::max(layout.read_highest(prefix), restored[prefix]);
     const auto pid = pid_of_prefix(prefix);
     auto mark = [&](sequence_nr from, sequence_nr to, bool named) {
       out.push_back("events " + std::to_string(from) + " to " + std::to_string(to) + " of " + pid +
@@ -121,7 +144,7 @@ inline std::vector<std::string> salvage_store(
       // newest, read up to its damage only): a record for each run, above
       // what a deletion removed (recovery never reads below that).
       const auto& numbers = it->second;
-      const auto deleted = layout.read_watermark(prefix);
+      const auto deleted = std::max(layout.read_watermark(prefix), restored[prefix]);
       sequence_nr marked = 0; // the last number the records below cover
       for (auto n = numbers.begin(); n != numbers.end();) {
         auto end = n;
@@ -131,9 +154,14 @@ inline std::vector<std::string> salvage_store(
         // taken, may lie between; an earlier salvage's record may be last).
         if (*end >= kept) {
           top = *end;
-        } else if (*end > deleted && !present(layout.journal->GetID(), seq_key(prefix, *end))) {
-          mark(std::max({layout.last_seq(prefix, *n - 1), deleted, marked}) + 1, *end, true);
-          marked = *end;
+        } else if (*end > deleted && *end > marked) { // (a record below may cover it already)
+          // To the number before the next one the store has: a damaged
+          // write's numbers may lie between too.
+          const auto to = next_kept(prefix, *end) - 1;
+          if (!present(layout.journal->GetID(), seq_key(prefix, to))) {
+            mark(std::max({layout.last_seq(prefix, *n - 1), deleted, marked}) + 1, to, true);
+            marked = to;
+          }
         }
         n = std::next(end);
       }

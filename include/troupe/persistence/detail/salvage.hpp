@@ -39,7 +39,8 @@ namespace troupe::persistence::detail {
 struct wal_key {
   std::uint32_t cf = 0; // column family ID
   std::string key;
-  bool put = false; // a value (not a deletion)
+  bool put = false;  // a value (not a deletion)
+  std::string value; // a put's value, if of 8 bytes at most (a deletion watermark's)
 };
 
 struct wal_write {
@@ -97,7 +98,8 @@ inline bool batch_keys(std::string_view rep, std::uint64_t& sequence, std::vecto
       break;
     default: return false; // nothing troupe writes
     }
-    keys.push_back({cf, std::string(key), tag == 0x1 || tag == 0x5});
+    const bool put = tag == 0x1 || tag == 0x5;
+    keys.push_back({cf, std::string(key), put, put && value.size() <= 8 ? std::string(value) : std::string()});
     ++seen;
   }
   return seen == count;
@@ -287,6 +289,7 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
 /// of them may have had events in those).
 struct dropped {
   std::map<std::string, std::set<sequence_nr>> events; // prefix -> the dropped numbers
+  std::map<std::string, sequence_nr> watermarks;       // prefix -> a dropped deletion watermark (`meta` "h")
   std::map<std::string, std::size_t> records;          // column family -> count
   std::size_t unreadable_bytes = 0;
   std::uint64_t unreadable_keys = 0; // at most
@@ -337,9 +340,15 @@ dropped dropped_writes(const std::vector<wal_write>& writes, std::uint64_t kept,
     // the next, whose numbers are higher).
     const bool lost = w.sequence > kept || w.after_damage;
     const bool check = w.sequence <= kept; // skipped in an older WAL: the store may have it all the same
-    for (auto& [cf, key, put] : w.keys) {
+    for (auto& [cf, key, put, value] : w.keys) {
       auto n = names.find(cf);
       const std::string name = n == names.end() ? "column family " + std::to_string(cf) : n->second;
+      // A deletion's watermark (the highest number it removed), whatever the
+      // store has now: the salvage keeps the higher one.
+      if (lost && put && name == "meta" && key.size() > 1 && key[0] == 'h' && value.size() == 8) {
+        auto& v = out.watermarks[key.substr(1)];
+        v = std::max(v, get_be(value, 0, 8));
+      }
       const bool dropped = lost && (!check || present(cf, key) != put);
       if (name == "journal" && key.size() > 10) {
         const auto prefix = key.substr(0, key.size() - 8);
