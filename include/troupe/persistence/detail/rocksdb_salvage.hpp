@@ -85,6 +85,13 @@ inline std::vector<std::string> salvage_store(
   // torn tail alone is no damage).
   if (out.empty() && wal.damage.empty()) return out; // nothing was damaged
   if (out.empty()) out.push_back("troupe: " + wal.damage + "; RocksDB stopped reading there without a report");
+  // An earlier salvage's report: kept with this one's (a crash may have
+  // ended that salvage after its records were written and before it
+  // returned; this one cannot name what those records already cover).
+  std::string earlier;
+  if (auto st = db.Get(rocksdb::ReadOptions{}, layout.meta, salvage_report_key, &earlier);
+      !st.ok() && !st.IsNotFound())
+    fail(st, "cannot read the salvaged store");
   std::map<std::uint32_t, std::string> names;
   for (auto* h : all) names[h->GetID()] = h->GetName();
   std::map<std::uint32_t, rocksdb::ColumnFamilyHandle*> handles;
@@ -183,6 +190,14 @@ inline std::vector<std::string> salvage_store(
   // flush moves every column family past the damaged WAL, which RocksDB
   // then deletes (when nothing before the damage was kept, it stayed, and
   // the next ordinary open refused it again).
+  constexpr std::string_view before = "an earlier salvage: ";
+  for (std::size_t at = 0; at < earlier.size();) {
+    auto end = earlier.find('\n', at);
+    if (end == std::string::npos) end = earlier.size();
+    const std::string_view line(earlier.data() + at, end - at);
+    if (!line.empty()) out.push_back(line.starts_with(before) ? std::string(line) : std::string(before) += line);
+    at = end + 1;
+  }
   std::string report;
   for (auto& line : out) report += line + "\n";
   markers.Put(layout.meta, salvage_report_key, report);
