@@ -186,10 +186,6 @@ inline std::vector<std::string> salvage_store(
                   std::to_string(lost.unreadable_keys) +
                   " records): the numbers of every persistence ID the WAL names are kept past them; an ID named "
                   "nowhere else in the WAL cannot be");
-  // The report, kept in the store; and something to flush, so that the
-  // flush moves every column family past the damaged WAL, which RocksDB
-  // then deletes (when nothing before the damage was kept, it stayed, and
-  // the next ordinary open refused it again).
   constexpr std::string_view before = "an earlier salvage: ";
   for (std::size_t at = 0; at < earlier.size();) {
     auto end = earlier.find('\n', at);
@@ -198,6 +194,10 @@ inline std::vector<std::string> salvage_store(
     if (!line.empty()) out.push_back(line.starts_with(before) ? std::string(line) : std::string(before) += line);
     at = end + 1;
   }
+  // The report, kept in the store; and something to flush, so that the
+  // flush moves every column family past the damaged WAL, which RocksDB
+  // then deletes (when nothing before the damage was kept, it stayed, and
+  // the next ordinary open refused it again).
   std::string report;
   for (auto& line : out) report += line + "\n";
   markers.Put(layout.meta, salvage_report_key, report);
