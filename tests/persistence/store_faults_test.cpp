@@ -80,6 +80,19 @@ const test::temp_dir& made_once(Make make) {
   return kept.back();
 }
 
+/// What the file `path` holds.
+std::string contents(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+/// Flushes column family `cf` of `s` to a table file, waiting for it.
+void flush(tp::rocksdb_store& s, rocksdb::ColumnFamilyHandle* cf) {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  REQUIRE(s.db().Flush(fo, cf).ok());
+}
+
 /// The live WAL files (`*.log`) of a store.
 std::vector<fs::path> wal_files(const fs::path& dir) {
   std::vector<fs::path> out;
@@ -102,8 +115,7 @@ void ten_acknowledged_events(const std::string& dir) {
 /// block: 7-byte headers (checksum, u16 length little-endian, type), then
 /// the data.
 std::size_t record_offset(const fs::path& file, int k) {
-  std::ifstream in(file, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string bytes = contents(file);
   std::size_t pos = 0;
   for (int i = 0; i < k; ++i) {
     REQUIRE(pos + 7 <= bytes.size());
@@ -118,8 +130,7 @@ std::map<std::string, std::string> snapshot_of(const fs::path& dir) {
   std::map<std::string, std::string> out;
   for (auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    out[fs::relative(e.path(), dir).string()] = std::string(std::istreambuf_iterator<char>(in), {});
+    out[fs::relative(e.path(), dir).string()] = contents(e.path());
   }
   return out;
 }
@@ -182,9 +193,7 @@ void two_wals(const std::string& dir, More more, Then then) {
   for (tp::sequence_nr i = 1; i <= 6; ++i)
     REQUIRE_FALSE(s.write("p", one(i, std::string(200, static_cast<char>('a' + i)))));
   more(s);
-  rocksdb::FlushOptions fo;
-  fo.wait = true;
-  REQUIRE(s.db().Flush(fo, s.snapshots_cf()).ok());
+  flush(s, s.snapshots_cf());
   then(s);
 }
 
@@ -261,9 +270,7 @@ TEST_CASE("a flipped bit in a MANIFEST record's length (RocksDB would take it fo
   std::getline(current, name);
   const auto manifest = dir.path / name;
   REQUIRE(fs::exists(manifest));
-  std::ifstream in(manifest, std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  const std::string file = contents(manifest);
   std::vector<std::size_t> records;
   for (std::size_t pos = 0; pos + 7 <= file.size() && file[pos + 6] != 0;)
     records.push_back(std::exchange(
@@ -331,9 +338,7 @@ TEST_CASE("a flipped bit in the last WAL record's length or type (RocksDB takes 
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
   const auto pos = record_offset(wals[0], 10); // the eleventh record: event 10, acknowledged, the last
-  std::ifstream in(wals[0], std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  const std::string file = contents(wals[0]);
   REQUIRE(pos + 7 + (std::size_t(std::uint8_t(file[pos + 4])) | std::size_t(std::uint8_t(file[pos + 5])) << 8) ==
           file.size());
   REQUIRE(file[pos + 6] == 1);
@@ -366,9 +371,7 @@ TEST_CASE("a flipped bit in the last MANIFEST record's length (RocksDB takes it 
   std::string name;
   std::getline(current, name);
   const auto manifest = dir.path / name;
-  std::ifstream in(manifest, std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  const std::string file = contents(manifest);
   std::size_t last = 0;
   for (std::size_t pos = 0; pos + 7 <= file.size() && file[pos + 6] != 0;)
     last = std::exchange(
@@ -392,8 +395,7 @@ TEST_CASE("a flipped bit in the last MANIFEST record's length (RocksDB takes it 
 
 /// The offset of the last whole record of a log file (WAL or MANIFEST).
 std::size_t last_record_offset(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string bytes = contents(file);
   std::size_t last = bytes.size();
   for (std::size_t pos = 0; pos + 7 <= bytes.size();) {
     if (32768 - pos % 32768 < 7) {
@@ -462,8 +464,7 @@ TEST_CASE("salvage marks events dropped from an older WAL below ones a newer WAL
   // without a report and reads the next one.
   const auto pos = record_offset(wals[0], 4);
   {
-    std::ifstream in(wals[0], std::ios::binary);
-    const std::string file((std::istreambuf_iterator<char>(in)), {});
+    const std::string file = contents(wals[0]);
     REQUIRE(file.find(std::string(200, 'd'), pos) < pos + 300); // event 3's payload
   }
   faulty_file_system::flip_bit(wals[0], pos + 6, 2);
@@ -512,9 +513,7 @@ TEST_CASE("salvage keeps a deletion's watermark that only a damaged WAL held, an
       tp::rocksdb_store s(dir.str());
       for (tp::sequence_nr i = 1; i <= 10; ++i) REQUIRE_FALSE(s.write("p", one(i)));
       REQUIRE_FALSE(s.delete_up_to("p", 10));
-      rocksdb::FlushOptions fo;
-      fo.wait = true;
-      REQUIRE(s.db().Flush(fo, s.journal_cf()).ok()); // the journal alone: the watermark stays in the WAL
+      flush(s, s.journal_cf()); // the journal alone: the watermark stays in the WAL
     }
     auto wals = wal_files(dir.path);
     REQUIRE_FALSE(wals.empty());
@@ -672,20 +671,16 @@ TEST_CASE("salvage reads a write whose one flipped bit is in its ID as it was wr
   {
     tp::rocksdb_store s(dir.str());
     for (tp::sequence_nr i = 1; i <= 9; ++i) REQUIRE_FALSE(s.write("q", one(i)));
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    REQUIRE(s.db().Flush(fo, s.db().DefaultColumnFamily()).ok());
-    REQUIRE(s.db().Flush(fo, s.journal_cf()).ok());
-    REQUIRE(s.db().Flush(fo, s.meta_cf()).ok());
+    flush(s, s.db().DefaultColumnFamily());
+    flush(s, s.journal_cf());
+    flush(s, s.meta_cf());
     REQUIRE_FALSE(s.write("p", one(1)));
   }
   auto wals = wal_files(dir.path);
   REQUIRE_FALSE(wals.empty());
   const auto wal = wals.back();
   const auto pos = last_record_offset(wal);
-  std::ifstream in(wal, std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  const std::string file = contents(wal);
   const auto key = troupe::persistence::detail::seq_key(troupe::persistence::detail::id_prefix("p"), 1);
   const auto at = file.find(key, pos);
   REQUIRE(at != std::string::npos);
@@ -710,9 +705,7 @@ TEST_CASE("salvage takes no event number from a damaged write's keys (a flipped 
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
   // The journal key of event 5: the ID, then its number in 8 big-endian bytes.
-  std::ifstream in(wals[0], std::ios::binary);
-  const std::string wal((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  const std::string wal = contents(wals[0]);
   const std::string key_end = std::string("p") + std::string(7, '\0') + '\5';
   const auto at = wal.find(key_end);
   REQUIRE(at != std::string::npos);
@@ -736,9 +729,7 @@ TEST_CASE("salvage keeps the numbers of an ID named only by a damaged write") {
   });
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
-  std::ifstream in(wals[0], std::ios::binary);
-  const std::string wal((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  const std::string wal = contents(wals[0]);
   const auto at = wal.find(std::string(200, 'Q'));
   REQUIRE(at != std::string::npos);
   faulty_file_system::flip_bit(wals[0], at + 100, 0); // inside q's payload: the write still decodes
@@ -930,9 +921,7 @@ TEST_CASE("a flipped bit in a table file's properties block (RocksDB asserts on 
   {
     tp::rocksdb_store s(dir.str());
     for (tp::sequence_nr i = 1; i <= 10; ++i) REQUIRE_FALSE(s.write("p", one(i)));
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    REQUIRE(s.db().Flush(fo, s.journal_cf()).ok());
+    flush(s, s.journal_cf());
   }
   std::vector<fs::path> tables;
   for (auto& e : fs::directory_iterator(dir.path))
@@ -942,9 +931,7 @@ TEST_CASE("a flipped bit in a table file's properties block (RocksDB asserts on 
   // The properties block's handle, from the metaindex block that the
   // footer names (the same reading as the check's, done here by hand: the
   // metaindex's entry for "rocksdb.properties" ends with its handle).
-  std::ifstream in(tables[0], std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  const std::string file = contents(tables[0]);
   const auto at = file.rfind("rocksdb.properties");
   REQUIRE(at != std::string::npos);
   std::size_t pos = at + std::string_view("rocksdb.properties").size();
