@@ -86,6 +86,14 @@ std::string contents(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
+/// The MANIFEST that the store's CURRENT file names.
+fs::path current_manifest(const fs::path& dir) {
+  std::ifstream current(dir / "CURRENT");
+  std::string name;
+  std::getline(current, name);
+  return dir / name;
+}
+
 /// Flushes column family `cf` of `s` to a table file, waiting for it.
 void flush(tp::rocksdb_store& s, rocksdb::ColumnFamilyHandle* cf) {
   rocksdb::FlushOptions fo;
@@ -123,6 +131,23 @@ std::size_t record_offset(const fs::path& file, int k) {
   }
   REQUIRE(pos + 7 <= bytes.size());
   return pos;
+}
+
+/// The offset of the last whole record of a log file (WAL or MANIFEST).
+std::size_t last_record_offset(const fs::path& file) {
+  const std::string bytes = contents(file);
+  std::size_t last = bytes.size();
+  for (std::size_t pos = 0; pos + 7 <= bytes.size();) {
+    if (32768 - pos % 32768 < 7) {
+      pos += 32768 - pos % 32768;
+      continue;
+    }
+    const auto length = std::size_t(std::uint8_t(bytes[pos + 4])) | std::size_t(std::uint8_t(bytes[pos + 5])) << 8;
+    if (pos + 7 + length > bytes.size() || (length == 0 && bytes[pos + 6] == 0)) break;
+    last = std::exchange(pos, pos + 7 + length);
+  }
+  REQUIRE(last < bytes.size());
+  return last;
 }
 
 /// Every file of a directory with its content.
@@ -265,10 +290,8 @@ TEST_CASE("a flipped bit in a MANIFEST record's length (RocksDB would take it fo
   ten_acknowledged_events(dir.str());
   // The MANIFEST that CURRENT names: the edits that created the store's
   // column families, in the WAL's record format.
-  std::ifstream current(dir.path / "CURRENT");
-  std::string name;
-  std::getline(current, name);
-  const auto manifest = dir.path / name;
+  const auto manifest = current_manifest(dir.path);
+  const auto name = manifest.filename().string();
   REQUIRE(fs::exists(manifest));
   const std::string file = contents(manifest);
   std::vector<std::size_t> records;
@@ -367,15 +390,10 @@ TEST_CASE("a flipped bit in the last MANIFEST record's length (RocksDB takes it 
           "salvage too") {
   test::temp_dir dir;
   ten_acknowledged_events(dir.str());
-  std::ifstream current(dir.path / "CURRENT");
-  std::string name;
-  std::getline(current, name);
-  const auto manifest = dir.path / name;
+  const auto manifest = current_manifest(dir.path);
+  const auto name = manifest.filename().string();
   const std::string file = contents(manifest);
-  std::size_t last = 0;
-  for (std::size_t pos = 0; pos + 7 <= file.size() && file[pos + 6] != 0;)
-    last = std::exchange(
-        pos, pos + 7 + (std::size_t(std::uint8_t(file[pos + 4])) | std::size_t(std::uint8_t(file[pos + 5])) << 8));
+  const auto last = last_record_offset(manifest);
   REQUIRE(last > 0);
   REQUIRE((std::uint8_t(file[last + 5]) & 0x80) == 0);
   faulty_file_system::flip_bit(manifest, last + 5, 7); // its length 32,768 more: past the end, like a tear
@@ -391,23 +409,6 @@ TEST_CASE("a flipped bit in the last MANIFEST record's length (RocksDB takes it 
                                            Catch::Contains("no crash's torn tail"));
     CHECK(snapshot_of(dir.path) == before);
   }
-}
-
-/// The offset of the last whole record of a log file (WAL or MANIFEST).
-std::size_t last_record_offset(const fs::path& file) {
-  const std::string bytes = contents(file);
-  std::size_t last = bytes.size();
-  for (std::size_t pos = 0; pos + 7 <= bytes.size();) {
-    if (32768 - pos % 32768 < 7) {
-      pos += 32768 - pos % 32768;
-      continue;
-    }
-    const auto length = std::size_t(std::uint8_t(bytes[pos + 4])) | std::size_t(std::uint8_t(bytes[pos + 5])) << 8;
-    if (pos + 7 + length > bytes.size() || (length == 0 && bytes[pos + 6] == 0)) break;
-    last = std::exchange(pos, pos + 7 + length);
-  }
-  REQUIRE(last < bytes.size());
-  return last;
 }
 
 TEST_CASE("salvage names what it dropped from a WAL that is not the newest (RocksDB reads the next one on)") {
