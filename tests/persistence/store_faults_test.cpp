@@ -39,6 +39,13 @@ std::vector<tp::event_record> one(tp::sequence_nr seq, std::string payload = "pa
   return {{seq, "m", 1, std::move(payload)}};
 }
 
+/// Options that open a damaged store by salvaging it.
+tp::rocksdb_options salvaging() {
+  tp::rocksdb_options o;
+  o.salvage = true;
+  return o;
+}
+
 /// The error opening the store at `path` throws (none if it opens).
 std::optional<troupe::error> open_error(const std::string& path, tp::rocksdb_options o = {}) {
   try {
@@ -189,9 +196,7 @@ std::string report_of(const tp::rocksdb_store& s) {
 /// a damage: the report names them, and none of their numbers is handed out
 /// again.
 void salvage_names_5_to_10(const std::string& dir) {
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir, o);
+  tp::rocksdb_store s(dir, salvaging());
   const auto report = report_of(s);
   INFO(report);
   CHECK_THAT(report, Catch::Contains("events 5 to 10 of p dropped"));
@@ -317,9 +322,7 @@ TEST_CASE("a flipped bit in a MANIFEST record's length (RocksDB would take it fo
                                          Catch::Contains(name) && Catch::Contains("intact record(s)"));
   CHECK(snapshot_of(dir.path) == before); // refused before RocksDB touched it
   // A salvage mends WALs only: it refuses as well, and changes nothing.
-  tp::rocksdb_options o;
-  o.salvage = true;
-  auto again = open_error(dir.str(), o);
+  auto again = open_error(dir.str(), salvaging());
   REQUIRE(again);
   CHECK(again->code() == tp::errc::corrupt_store);
   CHECK(snapshot_of(dir.path) == before);
@@ -376,9 +379,7 @@ TEST_CASE("a flipped bit in the last WAL record's length or type (RocksDB takes 
                                          Catch::Contains("no crash's torn tail"));
   CHECK(snapshot_of(dir.path) == before);
 
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
+  tp::rocksdb_store s(dir.str(), salvaging());
   const auto report = report_of(s);
   INFO(report);
   CHECK_THAT(report, Catch::Contains("events 10 to 10 of p dropped"));
@@ -428,9 +429,7 @@ TEST_CASE("salvage names what it dropped from a WAL that is not the newest (Rock
   CHECK(e->code() == tp::errc::corrupt_store);
   CHECK_THAT(std::string(e->what()), Catch::Contains(wals[0].filename().string()));
   {
-    tp::rocksdb_options o;
-    o.salvage = true;
-    tp::rocksdb_store s(dir.str(), o);
+    tp::rocksdb_store s(dir.str(), salvaging());
     const auto report = report_of(s);
     INFO(report);
     CHECK_THAT(report, Catch::Contains("events 6 to 6 of p dropped"));
@@ -475,9 +474,7 @@ TEST_CASE("salvage marks events dropped from an older WAL below ones a newer WAL
   }
   REQUIRE(open_error(dir.str()));
   {
-    tp::rocksdb_options o;
-    o.salvage = true;
-    tp::rocksdb_store s(dir.str(), o);
+    tp::rocksdb_store s(dir.str(), salvaging());
     const auto report = report_of(s);
     INFO(report);
     CHECK_THAT(report, Catch::Contains("events 3 to 6 of p dropped"));
@@ -520,9 +517,7 @@ TEST_CASE("salvage keeps a deletion's watermark that only a damaged WAL held, an
     REQUIRE_FALSE(wals.empty());
     faulty_file_system::flip_bit(wals[0], last_record_offset(wals[0]) + 6, 2); // the deletion's write
     REQUIRE(open_error(dir.str()));
-    tp::rocksdb_options o;
-    o.salvage = true;
-    tp::rocksdb_store s(dir.str(), o);
+    tp::rocksdb_store s(dir.str(), salvaging());
     INFO(report_of(s));
     CHECK_THAT(report_of(s), Catch::Contains("deletion of events up to 10 of p dropped"));
     CHECK(s.highest_sequence_nr("p") == 10);
@@ -542,9 +537,7 @@ TEST_CASE("salvage keeps a deletion's watermark that only a damaged WAL held, an
     faulty_file_system::flip_bit(wals[0], record_offset(wals[0], 6) + 60, 3);
     REQUIRE(open_error(dir.str()));
     {
-      tp::rocksdb_options o;
-      o.salvage = true;
-      tp::rocksdb_store s(dir.str(), o);
+      tp::rocksdb_store s(dir.str(), salvaging());
       INFO(report_of(s));
       CHECK_THAT(report_of(s), Catch::Contains("events 4 to 6 of p dropped"));
     }
@@ -572,8 +565,7 @@ TEST_CASE("a salvage that fails at any of its first WAL writes never leaves a st
     {
       auto faults = std::make_shared<faulty_file_system>();
       faults->fail_next(faulty_file_system::io_op::write, faulty_file_system::fault::io_error, 1, ".log", skip);
-      tp::rocksdb_options o;
-      o.salvage = true;
+      auto o = salvaging();
       o.file_system = faults;
       try {
         tp::rocksdb_store s(dir.str(), o);
@@ -632,9 +624,7 @@ TEST_CASE("after a salvage the store opens as an ordinary one, also when nothing
   REQUIRE(open_error(dir.str()));
   const tp::sequence_nr highest = events ? 10 : 0;
   {
-    tp::rocksdb_options o;
-    o.salvage = true;
-    tp::rocksdb_store s(dir.str(), o);
+    tp::rocksdb_store s(dir.str(), salvaging());
     INFO(report_of(s));
     CHECK(s.highest_sequence_nr("p") == highest);
   }
@@ -688,9 +678,7 @@ TEST_CASE("salvage reads a write whose one flipped bit is in its ID as it was wr
   faulty_file_system::flip_bit(wal, at + key.size() - 9, 5); // "p" becomes "P"
   REQUIRE(open_error(dir.str()));
 
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
+  tp::rocksdb_store s(dir.str(), salvaging());
   const auto report = report_of(s);
   INFO(report);
   CHECK_THAT(report, Catch::Contains("events 1 to 1 of p dropped"));
@@ -735,9 +723,7 @@ TEST_CASE("salvage keeps the numbers of an ID named only by a damaged write") {
   REQUIRE(at != std::string::npos);
   faulty_file_system::flip_bit(wals[0], at + 100, 0); // inside q's payload: the write still decodes
 
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
+  tp::rocksdb_store s(dir.str(), salvaging());
   const auto report = report_of(s);
   INFO(report);
   CHECK_THAT(report, Catch::Contains(" of q dropped"));
@@ -759,9 +745,7 @@ TEST_CASE("salvage does not take a deletion of every event for events up to the 
   auto wals = wal_files(dir.path);
   REQUIRE(wals.size() == 1);
   faulty_file_system::flip_bit(wals[0], fs::file_size(wals[0]) - 150, 3); // inside event 7
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
+  tp::rocksdb_store s(dir.str(), salvaging());
   const auto report = report_of(s);
   INFO(report);
   CHECK_THAT(report, !Catch::Contains("18446744073709551615"));
@@ -1075,9 +1059,7 @@ TEST_CASE("salvage opens a store with a damaged WAL, names what it dropped, and 
 
   tp::sequence_nr kept = 0;
   {
-    tp::rocksdb_options o;
-    o.salvage = true;
-    tp::rocksdb_store s(dir.str(), o);
+    tp::rocksdb_store s(dir.str(), salvaging());
     REQUIRE(!s.salvaged().empty());
     const auto report = report_of(s);
     INFO(report);
@@ -1105,9 +1087,7 @@ TEST_CASE("salvage opens a store with a damaged WAL, names what it dropped, and 
 TEST_CASE("salvage of an undamaged store changes nothing") {
   test::temp_dir dir;
   ten_acknowledged_events(dir.str());
-  tp::rocksdb_options o;
-  o.salvage = true;
-  tp::rocksdb_store s(dir.str(), o);
+  tp::rocksdb_store s(dir.str(), salvaging());
   CHECK(s.salvaged().empty());
   CHECK(s.highest_sequence_nr("p") == 10);
 }
