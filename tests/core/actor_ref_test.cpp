@@ -18,6 +18,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_actor_ref_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -497,3 +500,5 @@ TEST_CASE("references are copyable, comparable and usable from any thread") {
   t.join();
   CHECK(test::get(a.ask(total{}, asio::use_future)) == 3);
 }
+
+} // namespace core_actor_ref_test

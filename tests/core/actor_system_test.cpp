@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_actor_system_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -559,3 +562,5 @@ TEST_CASE("live_actors counts actors spawned on one thread and stopped on anothe
   sys.shutdown(); // stops the 301 made on the workers, from this thread
   CHECK(sys.live_actors() == 0);
 }
+
+} // namespace core_actor_system_test

@@ -6,6 +6,9 @@
 
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_concepts_test {
+
 namespace {
 struct ping {};
 struct name_query {};
@@ -34,3 +37,5 @@ TEST_CASE("the reply type is deduced from synchronous and coroutine handlers") {
   STATIC_REQUIRE(troupe::coroutine_handler<sample, fetch>);
   STATIC_REQUIRE_FALSE(troupe::coroutine_handler<sample, ping>);
 }
+
+} // namespace core_concepts_test

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_config_test {
+
 TEST_CASE("the system configuration defaults to one thread per core, fair batches and no ask timeout") {
   troupe::system_config c;
   CHECK(c.threads == 0); // hardware concurrency
@@ -15,3 +18,5 @@ TEST_CASE("spawn options default to an unbounded mailbox and restart supervision
   CHECK(o.mailbox_capacity == 0);
   CHECK(o.supervision.on_failure == troupe::supervision::directive::restart);
 }
+
+} // namespace core_config_test

@@ -7,6 +7,9 @@
 #include <atomic>
 #include <memory>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_context_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -229,3 +232,5 @@ TEST_CASE("schedule_every rejects a period that is not positive") {
   };
   CHECK(test::get(sys.spawn<tryer>().ask(bad_period{}, asio::use_future)));
 }
+
+} // namespace core_context_test

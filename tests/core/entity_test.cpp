@@ -23,6 +23,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_entity_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -356,3 +359,5 @@ TEST_CASE("an entity busy with messages that do not come through its region (its
   CHECK(accounts.stats().passivations == 0);
   CHECK(accounts.stats().activations == 1);
 }
+
+} // namespace core_entity_test

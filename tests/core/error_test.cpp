@@ -4,6 +4,9 @@
 
 #include <stdexcept>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_error_test {
+
 TEST_CASE("troupe error codes have their own category and readable messages") {
   std::error_code ec = troupe::errc::timeout;
   CHECK(ec.category() == troupe::error_category());
@@ -42,3 +45,5 @@ TEST_CASE("a troupe error can carry a code of any category") {
   CHECK(e.code() == std::errc::io_error);
   CHECK(std::string(e.what()).find("disk") != std::string::npos);
 }
+
+} // namespace core_error_test

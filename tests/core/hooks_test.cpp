@@ -7,6 +7,9 @@
 #include <string>
 #include <type_traits>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_hooks_test {
+
 namespace {
 
 struct own {};
@@ -58,3 +61,5 @@ TEST_CASE("the lists of a class and of its library base are found, or the defaul
   STATIC_REQUIRE(std::is_same_v<troupe::detail::troupe_accepts_or<user, list<>>::type, list<layer, own>>);
   STATIC_REQUIRE(std::is_same_v<troupe::detail::troupe_accepts_or<plain, list<>>::type, list<>>);
 }
+
+} // namespace core_hooks_test

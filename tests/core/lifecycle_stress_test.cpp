@@ -36,6 +36,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_lifecycle_stress_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -265,3 +268,5 @@ TEST_CASE(
   std::mt19937_64 seeds(seed);
   for (std::uint64_t r = 0; r < rounds; ++r) round(seeds());
 }
+
+} // namespace core_lifecycle_stress_test

@@ -21,6 +21,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_lifetime_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -565,3 +568,5 @@ TEST_CASE("an asker that tells the actor it asked, then works long, does not hol
     (void)test::get(busy);
   }
 }
+
+} // namespace core_lifetime_test

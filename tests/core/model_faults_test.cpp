@@ -25,6 +25,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_model_faults_test {
+
 using namespace std::chrono_literals;
 
 // a reentrant coroutine handler that takes its message by reference,
@@ -493,3 +496,5 @@ TEST_CASE("with_context<Base> in a class derived from Base is refused when spawn
   troupe::actor_system sys;
   CHECK_THROWS_AS(sys.spawn<wc_derived>(), troupe::error); // before the fix: no throw; ctx() is a mistyped cell
 }
+
+} // namespace core_model_faults_test

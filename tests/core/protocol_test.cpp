@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_protocol_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -302,3 +305,5 @@ TEST_CASE("a reentrant handler that throws is a failure of its actor; an actor t
     CHECK(e.code() == troupe::errc::actor_stopped);
   }
 }
+
+} // namespace core_protocol_test

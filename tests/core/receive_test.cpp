@@ -14,6 +14,9 @@
 #include <variant>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_receive_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -243,3 +246,5 @@ TEST_CASE("a message only receive takes, arriving when no coroutine runs, is a d
   STATIC_REQUIRE_FALSE(troupe::answers<pinger, ping>); // receive takes tells only
   STATIC_REQUIRE_FALSE(troupe::handles<pinger, pong>);
 }
+
+} // namespace core_receive_test

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_reply_promise_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -305,3 +308,5 @@ TEST_CASE("an actor that stops with stashed messages counts them as dead letters
   CHECK(code_of([&] { test::get(asked); }) == troupe::errc::actor_stopped);
   CHECK(sys.dead_letters() == before + 3);
 }
+
+} // namespace core_reply_promise_test

@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_request_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -238,3 +241,5 @@ TEST_CASE("gather fails with timeout at its one deadline when a reply is missing
   }
   CHECK(std::chrono::steady_clock::now() - t0 >= 50ms);
 }
+
+} // namespace core_request_test

@@ -12,6 +12,9 @@
 #include <stdexcept>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_supervision_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -218,3 +221,5 @@ TEST_CASE("a failing on_start is not resumed: under supervision::resume the acto
   CHECK_THAT(d.what, Catch::Contains("not ready yet"));
   CHECK(h->count() == 1);
 }
+
+} // namespace core_supervision_test

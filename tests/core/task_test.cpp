@@ -6,6 +6,9 @@
 
 #include <asio/post.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_task_test {
+
 namespace {
 struct twice {
   int n;
@@ -27,3 +30,5 @@ TEST_CASE("task is an Asio awaitable, so a handler returning it is a coroutine h
   auto d = sys.spawn<doubler>();
   CHECK(test::get(d.ask(twice{21}, asio::use_future)) == 42);
 }
+
+} // namespace core_task_test

@@ -4,6 +4,9 @@
 
 #include <set>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_delivery_id_test {
+
 using troupe::delivery::delivery_id;
 
 TEST_CASE("delivery IDs from business identity join their parts") {
@@ -42,3 +45,5 @@ TEST_CASE("empty and oversized delivery IDs are refused with invalid_argument") 
   CHECK(code([] { delivery_id::derived("", 1); }) == troupe::errc::invalid_argument);
   CHECK_NOTHROW(delivery_id(std::string(delivery_id::max_size, 'x')));
 }
+
+} // namespace delivery_delivery_id_test

@@ -4,6 +4,9 @@
 #include <boost/describe/class.hpp>
 #include <catch2/catch.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_delivery_test {
+
 namespace td = troupe::delivery;
 
 namespace {
@@ -36,3 +39,5 @@ TEST_CASE("a message type is an event type: JSON with a manifest") {
   STATIC_REQUIRE(td::message_type<picklist>);
   STATIC_REQUIRE_FALSE(td::message_type<bin>);
 }
+
+} // namespace delivery_delivery_test

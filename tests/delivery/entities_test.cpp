@@ -19,6 +19,9 @@
 #include <string>
 #include <thread>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_entities_test {
+
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
 namespace json = boost::json;
@@ -274,3 +277,5 @@ TEST_CASE("the transport forgets a reliable actor that stopped, and keeps an ent
   CHECK_THROWS_WITH(t.admit("far", 10s, std::nullopt), Catch::Contains("the entities brief-*"));
   CHECK_FALSE(t.knows("far"));
 }
+
+} // namespace delivery_entities_test

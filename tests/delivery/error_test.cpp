@@ -4,6 +4,9 @@
 
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_error_test {
+
 namespace td = troupe::delivery;
 
 TEST_CASE("delivery codes have their own category, readable messages and portable conditions") {
@@ -15,3 +18,5 @@ TEST_CASE("delivery codes have their own category, readable messages and portabl
   CHECK(std::error_code(td::errc::corrupt_record) == std::errc::bad_message);
   CHECK(std::error_code(td::errc::unknown_message).message() == "message type not accepted by the receiver");
 }
+
+} // namespace delivery_error_test

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_policy_test {
+
 using namespace std::chrono_literals;
 
 TEST_CASE("a sender's redelivery horizon is its attempts times its longest backoff, or unlimited") {
@@ -17,3 +20,5 @@ TEST_CASE("the default policies keep dedup marks a day, longer than the default 
   troupe::delivery::delivery_options o;
   CHECK(o.dedup.retention >= o.redelivery.horizon());
 }
+
+} // namespace delivery_policy_test

@@ -21,6 +21,9 @@
 #include <set>
 #include <thread>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_reliable_actor_test {
+
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
 namespace json = boost::json;
@@ -1075,3 +1078,5 @@ TEST_CASE("the warnings about unknown senders are bounded: one per name up to a 
   CHECK(heard.said.size() == td::transport::max_warned_senders + 1);
   CHECK(heard.said.back().find("no further unknown senders are named") != std::string::npos);
 }
+
+} // namespace delivery_reliable_actor_test

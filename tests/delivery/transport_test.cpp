@@ -6,6 +6,9 @@
 #include <mutex>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_transport_test {
+
 using namespace std::chrono_literals;
 namespace td = troupe::delivery;
 
@@ -106,3 +109,5 @@ TEST_CASE("a name's policy is its own, else its longest admitted prefix's, also 
   CHECK(t.retention_of("order-3") == 12s);
   CHECK(t.knows("a-very-long-prefix-x"));
 }
+
+} // namespace delivery_transport_test

@@ -7,6 +7,9 @@
 
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_adapter_test {
+
 namespace te = troupe::effects;
 
 namespace {
@@ -89,3 +92,5 @@ TEST_CASE("outcomes and query results carry their result as JSON, and operations
   te::operation op{"id", "t", R"({"value":7})", "o", 1};
   CHECK(op.request_as<amount>().value == 7);
 }
+
+} // namespace effects_adapter_test

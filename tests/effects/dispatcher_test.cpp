@@ -7,6 +7,9 @@
 
 #include <troupe/testing/wall_clock.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_dispatcher_test {
+
 using namespace effects_world;
 
 using namespace std::chrono_literals;
@@ -667,3 +670,5 @@ TEST_CASE("what an external system answers that is not UTF-8 is stored as valid 
   CHECK(w.record("job:1")->status == effect_status::failed); // readable
   CHECK(sc->execute_calls == 2);
 }
+
+} // namespace effects_dispatcher_test

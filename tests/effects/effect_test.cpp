@@ -7,6 +7,9 @@
 #include <set>
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_effect_test {
+
 namespace te = troupe::effects;
 namespace tp = troupe::persistence;
 namespace json = boost::json;
@@ -83,3 +86,5 @@ TEST_CASE("the layer's events, its message and the table have the JSON shape the
   CHECK_THROWS(tp::from_json_text<te::effect_updated>(
       R"({"id":"op","status":"lost","result":"","reason":"","attempts":0,"round":0})"));
 }
+
+} // namespace effects_effect_test

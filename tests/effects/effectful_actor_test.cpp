@@ -4,6 +4,9 @@
 
 #include "world.hpp"
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_effectful_actor_test {
+
 using namespace effects_world;
 
 using namespace std::chrono_literals;
@@ -79,3 +82,5 @@ TEST_CASE("a crash between the intent and the dispatch loses nothing: the effect
     CHECK(gateway->charges(payment_id(n)) == 1);
   }
 }
+
+} // namespace effects_effectful_actor_test

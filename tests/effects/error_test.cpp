@@ -4,6 +4,9 @@
 
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_error_test {
+
 namespace te = troupe::effects;
 
 TEST_CASE("effects codes have their own category, readable messages and portable conditions") {
@@ -15,3 +18,5 @@ TEST_CASE("effects codes have their own category, readable messages and portable
   CHECK(std::error_code(te::errc::no_adapter).message() == "no adapter for the effect type");
   CHECK(std::error_code(te::errc::no_adapter) != std::errc::bad_message);
 }
+
+} // namespace effects_error_test

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_retry_policy_test {
+
 using namespace std::chrono_literals;
 
 TEST_CASE("a retry policy waits the initial backoff after the first attempt, doubling up to the cap") {
@@ -26,3 +29,5 @@ TEST_CASE("a retry policy without attempts or with backoffs out of order is not 
   p.max_backoff = 1s;
   CHECK_FALSE(p.valid());
 }
+
+} // namespace effects_retry_policy_test

@@ -8,6 +8,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_blocking_thread_test {
+
 TEST_CASE("a blocking thread runs what is posted in order, on one thread, and its destruction waits for it") {
   std::vector<int> order;
   std::set<std::thread::id> threads;
@@ -26,3 +29,5 @@ TEST_CASE("a blocking thread runs what is posted in order, on one thread, and it
   CHECK(threads.size() == 1);
   CHECK_FALSE(threads.count(std::this_thread::get_id()));
 }
+
+} // namespace persistence_blocking_thread_test

@@ -4,6 +4,9 @@
 
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_error_test {
+
 namespace tp = troupe::persistence;
 
 TEST_CASE("persistence codes have their own category, readable messages and portable conditions") {
@@ -27,3 +30,5 @@ TEST_CASE("a persistence code is not mistaken for a core code of the same value"
   CHECK(p.value() == c.value());
   CHECK(p != c);
 }
+
+} // namespace persistence_error_test

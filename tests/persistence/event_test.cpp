@@ -5,6 +5,9 @@
 
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_event_test {
+
 namespace tp = troupe::persistence;
 
 namespace {
@@ -52,3 +55,5 @@ TEST_CASE("an event that declares its predecessor and an upcast is upcastable") 
   CHECK(e.sku == "pear");
   CHECK(e.quantity == 1);
 }
+
+} // namespace persistence_event_test

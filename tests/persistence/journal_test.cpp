@@ -19,6 +19,9 @@
 #include <string>
 #include <thread>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_journal_test {
+
 namespace tp = troupe::persistence;
 
 namespace {
@@ -110,3 +113,5 @@ TEST_CASE("journal_of passes tables through to the store") {
   REQUIRE_FALSE(f.j->get(t, "k", v));
   CHECK(!v);
 }
+
+} // namespace persistence_journal_test

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_json_test {
+
 namespace tp = troupe::persistence;
 namespace json = boost::json;
 
@@ -68,3 +71,5 @@ TEST_CASE("a string that is not UTF-8 (bytes of a binary value, Latin-1 text, a 
     CHECK(tp::from_json_text<described>(text).name == bytes);
   }
 }
+
+} // namespace persistence_json_test

@@ -5,6 +5,9 @@
 
 #include <asio/use_future.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_memory_store_test {
+
 namespace tp = troupe::persistence;
 
 TEST_CASE("the memory store gives one table per name and refuses tables that are not its own") {
@@ -30,3 +33,5 @@ TEST_CASE("the memory store's async_write completes through a token") {
   s.async_write("p", {{1, "m", 1, "x"}}, asio::use_future).get();
   CHECK(s.highest_sequence_nr("p") == 1);
 }
+
+} // namespace persistence_memory_store_test

@@ -14,6 +14,9 @@
 #include <random>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_persistent_actor_test {
+
 namespace tp = troupe::persistence;
 namespace json = boost::json;
 
@@ -391,3 +394,5 @@ TEST_CASE("a long recovery reports its progress every so many events and at the 
   CHECK(seen[2].events_read == 2500);
   for (auto& p : seen) CHECK(p.highest == 2500);
 }
+
+} // namespace persistence_persistent_actor_test

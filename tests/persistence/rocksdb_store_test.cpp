@@ -14,6 +14,9 @@
 #include <random>
 #include <thread>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_rocksdb_store_test {
+
 namespace tp = troupe::persistence;
 
 namespace {
@@ -464,3 +467,5 @@ TEST_CASE("try_get never reads from the disk, however cold the cache") {
   INFO("answered " << answered << " of 400");
   CHECK(reads == 0);
 }
+
+} // namespace persistence_rocksdb_store_test

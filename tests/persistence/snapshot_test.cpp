@@ -16,6 +16,9 @@
 #include <iostream>
 #include <random>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_snapshot_test {
+
 namespace tp = troupe::persistence;
 namespace json = boost::json;
 
@@ -752,3 +755,5 @@ TEST_CASE("a snapshot of a state version the actor does not read falls back to t
   CHECK(why.find("snapshot 3 cannot be used (its state version 2 is none this actor reads") != std::string::npos);
   CHECK(why.find("events 1 to 3 it covers were deleted") != std::string::npos);
 }
+
+} // namespace persistence_snapshot_test

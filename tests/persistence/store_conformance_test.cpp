@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_store_conformance_test {
+
 namespace tp = troupe::persistence;
 
 namespace {
@@ -390,3 +393,5 @@ TEMPLATE_TEST_CASE("every store treats writes without events alike, and checks a
   CHECK(f.store.write("p", {{7, std::string(65536, 'm'), 1, "{}"}}) == invalid);
   CHECK(f.store.write("p", {{7, "m", 1, "{}"}}) == tp::errc::sequence_mismatch);
 }
+
+} // namespace persistence_store_conformance_test

@@ -29,6 +29,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_store_faults_test {
+
 namespace fs = std::filesystem;
 namespace tp = troupe::persistence;
 using troupe::testing::faulty_file_system;
@@ -1091,3 +1094,5 @@ TEST_CASE("salvage of an undamaged store changes nothing") {
   CHECK(s.salvaged().empty());
   CHECK(s.highest_sequence_nr("p") == 10);
 }
+
+} // namespace persistence_store_faults_test

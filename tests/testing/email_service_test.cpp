@@ -4,6 +4,9 @@
 #include "../support.hpp"
 #include "simulators.hpp"
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace testing_email_service_test {
+
 namespace tt = troupe::testing;
 namespace te = troupe::effects;
 
@@ -43,3 +46,5 @@ TEST_CASE("a mail service with a directory keeps its ledger across a restart") {
   tt::email_service s(test::options(true, {}, dir.str()));
   CHECK(s.deliveries("m") == 1);
 }
+
+} // namespace testing_email_service_test

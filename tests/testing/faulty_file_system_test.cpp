@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace testing_faulty_file_system_test {
+
 namespace fs = std::filesystem;
 namespace tp = troupe::persistence;
 using troupe::testing::faulty_file_system;
@@ -109,3 +112,5 @@ TEST_CASE("flip_bit changes exactly one bit of a file at rest") {
   for (std::size_t i = 0; i < content.size(); ++i) CHECK(content[i] == (i == 5 ? char(4) : char(0)));
   CHECK_THROWS(faulty_file_system::flip_bit(f, 99));
 }
+
+} // namespace testing_faulty_file_system_test

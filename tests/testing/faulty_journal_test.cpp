@@ -6,6 +6,9 @@
 
 #include <chrono>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace testing_faulty_journal_test {
+
 using namespace std::chrono_literals;
 namespace tp = troupe::persistence;
 
@@ -90,3 +93,5 @@ TEST_CASE("a delayed write's completion may drop the journal's last reference, o
     CHECK(store->highest_sequence_nr("p") == 1);
   }
 }
+
+} // namespace testing_faulty_journal_test

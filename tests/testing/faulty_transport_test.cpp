@@ -6,6 +6,9 @@
 
 #include <atomic>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace testing_faulty_transport_test {
+
 using namespace std::chrono_literals;
 namespace td = troupe::delivery;
 namespace tt = troupe::testing;
@@ -89,3 +92,5 @@ TEST_CASE("probabilities outside [0, 1] and windows under 1 ms are refused") {
   CHECK_THROWS_AS(f.net->set_message_faults({.reorder_window = 0ms}), troupe::error);
   CHECK_THROWS_AS(tt::faulty_transport(nullptr, f.sys.get_executor(), 1), troupe::error);
 }
+
+} // namespace testing_faulty_transport_test

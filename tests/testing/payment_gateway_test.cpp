@@ -4,6 +4,9 @@
 #include "../support.hpp"
 #include "simulators.hpp"
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace testing_payment_gateway_test {
+
 namespace tt = troupe::testing;
 namespace te = troupe::effects;
 
@@ -85,3 +88,5 @@ TEST_CASE("a gateway without its write-ahead log writes none, and keeps its ledg
   CHECK(g.charges("k7") == 1);
   CHECK(g.all_charges().size() == 100);
 }
+
+} // namespace testing_payment_gateway_test

@@ -9,6 +9,9 @@
 #include <random>
 #include <string>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_detail_bytes_test {
+
 using namespace std::chrono_literals;
 namespace d = troupe::detail;
 
@@ -65,3 +68,5 @@ TEST_CASE("exponential backoff doubles from the initial wait up to the cap, and 
   }
   CHECK(d::jittered(100ms, 0, rng) == 100ms);
 }
+
+} // namespace core_detail_bytes_test

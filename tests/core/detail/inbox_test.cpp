@@ -7,6 +7,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_detail_inbox_test {
+
 using troupe::detail::envelope_base;
 using troupe::detail::inbox;
 
@@ -83,3 +86,5 @@ TEST_CASE("pushes from many threads all arrive, each sender's in order") {
   CHECK(in_order);
   CHECK(seen == senders * per_sender);
 }
+
+} // namespace core_detail_inbox_test

@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_detail_pool_test {
+
 namespace pool = troupe::detail::pool;
 
 TEST_CASE("a freed block of a size class is reused by the next allocation of that class on the thread") {
@@ -193,3 +196,5 @@ TEST_CASE("every block, new or reused, from a thread's list or from a lane, is a
 #endif
   }).join();
 }
+
+} // namespace core_detail_pool_test

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_detail_restart_test {
+
 using namespace std::chrono_literals;
 using troupe::detail::restart_budget;
 
@@ -24,3 +27,5 @@ TEST_CASE("a failure after the window opens a new one, with the first backoff ag
   CHECK_FALSE(b.next(p, t0 + 500ms));
   CHECK(b.next(p, t0 + 1001ms) == 10ms);
 }
+
+} // namespace core_detail_restart_test

@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace core_detail_turn_test {
+
 namespace d = troupe::detail;
 
 namespace {
@@ -329,3 +332,5 @@ TEST_CASE("a turn that pushes more than a turn's budget in total lets an idle wo
   INFO("flood: " << flood);
   CHECK(ran_during_turn == flood);
 }
+
+} // namespace core_detail_turn_test

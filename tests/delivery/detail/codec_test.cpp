@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_detail_codec_test {
+
 namespace d = troupe::delivery::detail;
 
 TEST_CASE("delivery keys start with the owner's length-prefixed name, then the kind, then the ID") {
@@ -98,3 +101,5 @@ TEST_CASE("a truncated or foreign value is corrupt_record") {
   }
   CHECK_THROWS_AS(d::decode_mark("\x01\x00"), troupe::error);
 }
+
+} // namespace delivery_detail_codec_test

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_detail_dedup_marks_test {
+
 namespace d = troupe::delivery::detail;
 
 namespace {
@@ -60,3 +63,5 @@ TEST_CASE("dedup marks keep at least one") {
   CHECK(m.size() == 1);
   CHECK(m.find("b"));
 }
+
+} // namespace delivery_detail_dedup_marks_test

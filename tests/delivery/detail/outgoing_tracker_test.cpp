@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace delivery_detail_outgoing_tracker_test {
+
 using namespace std::chrono_literals;
 namespace td = troupe::delivery;
 namespace tp = troupe::persistence;
@@ -297,3 +300,5 @@ TEST_CASE("a sender's work mark goes only once nothing is outstanding: a burial 
   REQUIRE(f.eventually([&] { return marked().empty(); }));
   t->close();
 }
+
+} // namespace delivery_detail_outgoing_tracker_test

@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_detail_decide_test {
+
 using namespace std::chrono_literals;
 namespace te = troupe::effects;
 namespace d = troupe::effects::detail;
@@ -147,3 +150,5 @@ TEST_CASE("a record that is gone, stale or whose mark failed is not written, no 
   p = d::decide(r, &a, now);
   CHECK(p.rec.info.status == effect_status::unknown);
 }
+
+} // namespace effects_detail_decide_test

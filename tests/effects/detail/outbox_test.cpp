@@ -10,6 +10,9 @@
 #include <string>
 #include <variant>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace effects_detail_outbox_test {
+
 namespace te = troupe::effects;
 
 TEST_CASE("an outbox record reads back as written, its history included") {
@@ -257,3 +260,5 @@ TEST_CASE("a record of the current form with a member missing, doubled, of anoth
     if (fast.index() == 0) CHECK(same(std::get<0>(fast), std::get<0>(described)));
   }
 }
+
+} // namespace effects_detail_outbox_test

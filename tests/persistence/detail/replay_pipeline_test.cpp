@@ -9,6 +9,9 @@
 #include <stdexcept>
 #include <thread>
 
+// In a namespace of its own: the tests build several files as one unit.
+namespace persistence_detail_replay_pipeline_test {
+
 namespace tp = troupe::persistence;
 
 namespace {
@@ -81,3 +84,5 @@ TEST_CASE("abandon drops what is queued and waits for the applier") {
   }
   CHECK(consumed.load() <= 5000);
 }
+
+} // namespace persistence_detail_replay_pipeline_test
