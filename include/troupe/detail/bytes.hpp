@@ -39,6 +39,14 @@ inline std::uint64_t get_be(std::string_view in, std::size_t at, std::size_t byt
   return v;
 }
 
+/// The `bytes` little-endian bytes at `at` (the caller checked the size):
+/// RocksDB's own formats (WAL records, write batches, table footers).
+inline std::uint64_t get_le(std::string_view in, std::size_t at, std::size_t bytes) noexcept {
+  std::uint64_t v = 0;
+  for (std::size_t i = bytes; i-- > 0;) v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+
 /// The longest name a length prefix can carry.
 inline constexpr std::size_t max_prefixed_name = 0xFFFF;
 

@@ -29,6 +29,9 @@ TEST_CASE("big-endian integers sort as their values and read back") {
   char raw[4];
   d::store_be<4>(raw, 0xA1B2C3D4u);
   CHECK(d::get_be(std::string_view(raw, 4), 0, 4) == 0xA1B2C3D4u);
+  // RocksDB's formats are little-endian.
+  CHECK(d::get_le(std::string_view(raw, 4), 0, 4) == 0xD4C3B2A1u);
+  CHECK(d::get_le(std::string("\x05\x01\xff", 3), 1, 2) == 0xff01);
 }
 
 TEST_CASE("a length-prefixed name keeps one owner's keys apart from another's") {

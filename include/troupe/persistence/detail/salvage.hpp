@@ -19,6 +19,7 @@
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/persistence/detail/crc32c.hpp>
+#include <troupe/detail/bytes.hpp>
 
 
 #include <algorithm>
@@ -62,10 +63,8 @@ struct wal_write {
 /// assertions) on a damaged batch. False if `rep` does not parse.
 inline bool batch_keys(std::string_view rep, std::uint64_t& sequence, std::vector<wal_key>& keys) {
   if (rep.size() < 12) return false;
-  sequence = 0;
-  for (int i = 7; i >= 0; --i) sequence = sequence << 8 | std::uint8_t(rep[static_cast<std::size_t>(i)]);
-  std::uint32_t count = 0;
-  for (int i = 11; i >= 8; --i) count = count << 8 | std::uint8_t(rep[static_cast<std::size_t>(i)]);
+  sequence = troupe::detail::get_le(rep, 0, 8);
+  const auto count = static_cast<std::uint32_t>(troupe::detail::get_le(rep, 8, 4));
   std::size_t pos = 12;
   auto varint = [&](std::uint32_t& v) {
     v = 0;
@@ -110,16 +109,13 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   constexpr std::size_t block = 32768, header = 7;
-  auto u32 = [&](std::size_t at) {
-    return std::uint32_t(std::uint8_t(file[at])) | std::uint32_t(std::uint8_t(file[at + 1])) << 8 |
-           std::uint32_t(std::uint8_t(file[at + 2])) << 16 | std::uint32_t(std::uint8_t(file[at + 3])) << 24;
-  };
+  auto u32 = [&](std::size_t at) { return static_cast<std::uint32_t>(troupe::detail::get_le(file, at, 4)); };
   // The record at `at`, if its header is plausible: its type and length.
   auto record_at = [&](std::size_t at, int& type, std::size_t& length) {
     if (at + header > file.size()) return false;
     const std::size_t left_in_block = block - at % block;
     if (left_in_block < header) return false;
-    length = std::size_t(std::uint8_t(file[at + 4])) | std::size_t(std::uint8_t(file[at + 5])) << 8;
+    length = static_cast<std::size_t>(troupe::detail::get_le(file, at + 4, 2));
     type = std::uint8_t(file[at + 6]);
     return type >= 1 && type <= 4 && header + length <= left_in_block && at + header + length <= file.size();
   };
@@ -141,7 +137,7 @@ inline std::vector<wal_write> read_wal(const std::string& path) {
   auto repair_at = [&](std::size_t at, int& type, std::size_t& length) {
     if (at + header > file.size() || block - at % block < header) return false;
     const int t0 = std::uint8_t(file[at + 6]);
-    const std::size_t l0 = std::size_t(std::uint8_t(file[at + 4])) | std::size_t(std::uint8_t(file[at + 5])) << 8;
+    const std::size_t l0 = static_cast<std::size_t>(troupe::detail::get_le(file, at + 4, 2));
     auto fits = [&](int t, std::size_t l) {
       return t >= 1 && t <= 4 && header + l <= block - at % block && at + header + l <= file.size();
     };

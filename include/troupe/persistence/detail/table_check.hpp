@@ -13,6 +13,8 @@
 // block's last four bytes its restart count with the index type in bit 31.
 // Anything it cannot follow is left to RocksDB, which reports it.
 
+#include <troupe/detail/bytes.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -33,11 +35,6 @@ inline std::string table_file_damage(const std::string& path) {
     in.seekg(static_cast<std::streamoff>(offset));
     return static_cast<bool>(in.read(out.data(), static_cast<std::streamsize>(n)));
   };
-  auto fixed = [](std::string_view s, std::size_t at, int bytes) {
-    std::uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; --i) v = v << 8 | std::uint8_t(s[at + static_cast<std::size_t>(i)]);
-    return v;
-  };
   auto varint = [](std::string_view s, std::size_t& pos, std::uint64_t& v) {
     v = 0;
     for (int shift = 0; shift <= 63 && pos < s.size(); shift += 7) {
@@ -50,14 +47,14 @@ inline std::string table_file_damage(const std::string& path) {
   constexpr std::uint64_t footer_size = 53, magic = 0x88e241b785f4cff7ull;
   std::string footer;
   if (size < footer_size || !read_at(size - footer_size, footer_size, footer)) return {};
-  const auto version = fixed(footer, 41, 4);
-  if (fixed(footer, 45, 8) != magic || version < 1 || version > 5) return {};
+  const auto version = troupe::detail::get_le(footer, 41, 4);
+  if (troupe::detail::get_le(footer, 45, 8) != magic || version < 1 || version > 5) return {};
   std::size_t pos = 1;
   std::uint64_t meta_offset = 0, meta_size = 0;
   if (!varint(footer, pos, meta_offset) || !varint(footer, pos, meta_size)) return {};
   std::string meta;
   if (meta_size < 4 || meta_offset + meta_size > size || !read_at(meta_offset, meta_size, meta)) return {};
-  const auto restarts = fixed(meta, meta.size() - 4, 4) & 0x7fffffffu;
+  const auto restarts = troupe::detail::get_le(meta, meta.size() - 4, 4) & 0x7fffffffu;
   if ((restarts + 1) * 4 > meta.size()) return {};
   const std::size_t entries_end = meta.size() - (restarts + 1) * 4;
   std::string key;
@@ -79,7 +76,7 @@ inline std::string table_file_damage(const std::string& path) {
       return {};
     // Properties blocks never have a hash index (RocksDB ignores the bit
     // in blocks over 64 KiB).
-    if ((fixed(tail, 0, 4) >> 31) && block_size <= 65535)
+    if ((troupe::detail::get_le(tail, 0, 4) >> 31) && block_size <= 65535)
       return path + ": its properties block's footer is damaged (it names a hash index, and RocksDB would stop "
                     "the process on it before checking the block's checksum)";
     return {};
