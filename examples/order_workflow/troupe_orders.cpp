@@ -30,6 +30,7 @@
 #include <asio/use_future.hpp>
 
 #include <rocksdb/db.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -79,6 +80,7 @@ struct args {
   long repeat = 5;       // bench-restart: restarts measured, each from the same state
   long warehouses = default_warehouses; // bench (it starts from an empty directory)
   long threads = 0;      // worker threads (0: one per core)
+  std::string keep_wal{}; // bench: move the store's WAL files here instead of deleting them
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -87,7 +89,8 @@ struct args {
             << "       (run, bench and bench-restart also take --threads T: worker threads, 0 for one per core)\n"
             << "       troupe_orders verify --orders N --dir D\n"
             << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n"
-            << "       troupe_orders bench --orders N --dir D [--in-flight W] [--slice S] [--warehouses K]\n"
+            << "       troupe_orders bench --orders N --dir D [--in-flight W] [--slice S] [--warehouses K]"
+               " [--keep-wal W]\n"
             << "       troupe_orders bench-restart --orders F --under-way U --dir D [--repeat R]\n";
   std::exit(2);
 }
@@ -128,6 +131,8 @@ args parse(int argc, char** argv) {
         a.repeat = std::stol(v);
       else if (k == "--warehouses" && a.command == "bench")
         a.warehouses = std::stol(v);
+      else if (k == "--keep-wal" && a.command == "bench")
+        a.keep_wal = v;
       else if (k == "--threads" && (a.command == "run" || a.command == "bench" || a.command == "bench-restart"))
         a.threads = std::stol(v);
       else
@@ -236,6 +241,24 @@ private:
   clock_type::time_point processing_start_{}, drawn_{};
 };
 
+/// The machine's file system, except that the store's WAL files are moved
+/// into a directory when RocksDB deletes them (`bench --keep-wal`): the
+/// writes of a run, as RocksDB received them, for `troupe_bench_wal_replay`.
+class wal_keeper final : public rocksdb::FileSystemWrapper {
+public:
+  explicit wal_keeper(std::string to) : FileSystemWrapper(rocksdb::FileSystem::Default()), to_(std::move(to)) {
+    fs::create_directories(to_);
+  }
+  const char* Name() const override { return "wal_keeper"; }
+  rocksdb::IOStatus DeleteFile(const std::string& f, const rocksdb::IOOptions& o, rocksdb::IODebugContext* d) override {
+    if (f.ends_with(".log")) return target()->RenameFile(f, (to_ / fs::path(f).filename()).string(), o, d);
+    return target()->DeleteFile(f, o, d);
+  }
+
+private:
+  fs::path to_;
+};
+
 /// How many orders are placed per window of the shop (a restart places
 /// again at most one window).
 constexpr long window_size = 1000;
@@ -249,7 +272,9 @@ public:
   explicit shop_process(const args& a, bool show_progress)
       : gateway_(make_gateway(a)), mail_(make_mail(a)), track(std::make_shared<progress>(show_progress)),
         sys(troupe::system_config{.threads = static_cast<std::size_t>(a.threads)}) {
-    store = std::make_shared<tp::rocksdb_store>(store_dir(a).string()); // sync: survives power loss
+    tp::rocksdb_options so; // sync: survives power loss
+    if (!a.keep_wal.empty()) so.file_system = std::make_shared<wal_keeper>(a.keep_wal);
+    store = std::make_shared<tp::rocksdb_store>(store_dir(a).string(), so);
     journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
     tp::set_journal(sys, journal);
     td::set_transport(sys);
