@@ -53,6 +53,10 @@ struct nap {
 struct start_beating {};
 struct beat {};
 struct beats {};
+struct crash {}; // a handler that throws: the entity restarts
+struct daydream { // a reentrant coroutine handler: other messages are handled while it waits
+  std::chrono::milliseconds for_;
+};
 /// Handled by telling the entity itself (its activation's own reference)
 /// a note from `sender + 100`.
 struct echo {
@@ -92,6 +96,8 @@ struct journal {
 
 class account {
 public:
+  using reentrant = troupe::messages<daydream>;
+
   account(troupe::context<account> ctx, troupe::entity_id id, std::shared_ptr<journal> j)
       : ctx_(ctx), id_(std::move(id.value)), j_(std::move(j)) {
     if (id_ == "broken") throw std::runtime_error("account broken cannot be opened");
@@ -119,6 +125,13 @@ public:
     co_await t.async_wait(asio::use_awaitable);
     co_return ++handled_;
   }
+  troupe::task<int> handle(daydream d) {
+    j_->record(id_, note{-3, 0});
+    asio::steady_timer t(co_await asio::this_coro::executor, d.for_);
+    co_await t.async_wait(asio::use_awaitable);
+    co_return ++handled_;
+  }
+  void handle(crash) { throw std::runtime_error("crash"); }
   void handle(start_beating) { ctx_.schedule_every(1ms, beat{}); }
   void handle(beat) { j_->record(id_, note{-2, ++beats_}); }
   int handle(beats) const { return beats_; }
@@ -344,6 +357,45 @@ TEST_CASE("an entity asked to passivate for idleness stays live when a message a
   CHECK(test::get(napping) == 1);
   CHECK(test::get(a.ask(how_many{}, asio::use_future)) == 2); // the same activation handled both
   CHECK(accounts.stats().passivations == 0);
+  CHECK(accounts.stats().activations == 1);
+}
+
+TEST_CASE("an entity is not passivated while a reentrant handler of it is under way, for idleness or past the "
+          "limit") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  SECTION("idle: asked after each idle period, it declines until the handler ends") {
+    auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 20ms}, j);
+    auto dreaming = accounts.get("a").ask(daydream{300ms}, asio::use_future);
+    CHECK(test::get(dreaming) == 1); // finished, not failed with actor_stopped
+    CHECK(accounts.stats().declined >= 1);
+    CHECK(accounts.stats().activations == 1);
+    REQUIRE(eventually([&] { return accounts.stats().passivations == 1; })); // idle since: it goes
+  }
+  SECTION("past the limit: the activation of another stays within the limit once the handler ends") {
+    auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 0ms, .max_live = 1}, j);
+    auto dreaming = accounts.get("a").ask(daydream{300ms}, asio::use_future);
+    REQUIRE(eventually([&] { return j->count("a") == 1; })); // under way
+    CHECK(test::get(accounts.get("b").ask(how_many{}, asio::use_future)) == 0);
+    CHECK(test::get(dreaming) == 1);
+    CHECK(accounts.stats().declined >= 1);
+    // Its handler ended: c's activation passivates both a and b.
+    CHECK(test::get(accounts.get("c").ask(how_many{}, asio::use_future)) == 0);
+    REQUIRE(eventually([&] { return accounts.stats().passivations == 2 && accounts.stats().live == 1; }));
+    CHECK(j->concurrent_same_key == 0);
+  }
+}
+
+TEST_CASE("a reentrant handler that a restart abandoned does not keep its entity from passivating") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 20ms}, j);
+  auto a = accounts.get("a");
+  auto dreaming = a.ask(daydream{10s}, asio::use_future);
+  REQUIRE(eventually([&] { return j->count("a") == 1; })); // under way
+  REQUIRE_FALSE(a.tell(crash{}));                           // restarts it: the handler never resumes
+  REQUIRE_THROWS(test::get(dreaming));
+  REQUIRE(eventually([&] { return accounts.stats().passivations == 1; }));
   CHECK(accounts.stats().activations == 1);
 }
 

@@ -196,6 +196,12 @@ public:
 
   void set_in_coroutine() noexcept { in_coroutine_ = true; }
 
+  /// Reentrant coroutine handlers under way (actor context): an entity is
+  /// not passivated in the middle of one.
+  void reentrant_started() noexcept { ++reentrant_; }
+  void reentrant_ended() noexcept { --reentrant_; }
+  std::uint32_t reentrant_under_way() const noexcept { return reentrant_; }
+
   /// Counts the instances constructed so far (a restart makes a new one).
   std::uint32_t incarnation() const noexcept { return incarnation_; }
 
@@ -438,6 +444,7 @@ private:
   std::atomic<std::uint32_t> size_{0};
   bool in_coroutine_ = false;
   bool receiving_ = false;
+  std::uint32_t reentrant_ = 0;
   std::uint32_t incarnation_ = 0;
   restart_budget restarts_;
   troupe::supervision policy_;

@@ -292,11 +292,12 @@ public:
   }
 
   /// In `c`'s turn: it was asked to passivate. It does, unless it declines
-  /// or a message arrived for it since it was asked.
+  /// (or is in the middle of a reentrant handler) or a message arrived for
+  /// it since it was asked.
   void passivation_requested(cell<T>& c, entry& e) noexcept {
     bool allowed = false;
     try {
-      allowed = allows_passivation(c.instance());
+      allowed = c.reentrant_under_way() == 0 && allows_passivation(c.instance());
     } catch (...) {
     }
     std::vector<cell_ptr<cell<T>>> ask;

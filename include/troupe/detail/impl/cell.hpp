@@ -224,6 +224,7 @@ void cell<T>::restart_now() noexcept {
   if (stop_requested()) return finish_stop();
   try {
     ++incarnation_;
+    reentrant_ = 0; // the earlier instance's handlers never resume
     construct(false);
   } catch (...) {
     if (on_failure(std::current_exception())) return;
@@ -444,7 +445,12 @@ private:
 
 template <class T, class Awaitable, class Done>
 void spawn_reentrant(cell<T>& c, Awaitable&& aw, Done done) {
-  asio::co_spawn(asio::any_io_executor(turn_executor<T>(c)), std::forward<Awaitable>(aw), std::move(done));
+  c.reentrant_started();
+  asio::co_spawn(asio::any_io_executor(turn_executor<T>(c)), std::forward<Awaitable>(aw),
+                 [&c, done = std::move(done)](std::exception_ptr ep, auto&&... v) mutable {
+                   c.reentrant_ended(); // in a turn of `c` (a stopped cell runs no completion)
+                   done(std::move(ep), std::forward<decltype(v)>(v)...);
+                 });
 }
 
 } // namespace troupe::detail
