@@ -315,15 +315,20 @@ public:
   /// reply) runs as a turn of the asking actor when the reply arrives,
   /// `on_error(const troupe::error&)` when the ask fails (timeout, the
   /// actor stopped, its handler threw, a broken promise). Neither runs if
-  /// the asking actor has stopped or restarted meanwhile. Either may throw:
+  /// the asking actor has stopped or restarted meanwhile (an entity is not
+  /// passivated while it waits for the reply). Either may throw:
   /// that is a failure of the asking actor, as a handler's exception is.
   template <class OnReply, class OnError>
   void then(OnReply on_reply, OnError on_error) && {
     const std::uint32_t incarnation = asker_->incarnation();
-    auto k = [self = detail::cell_ptr<detail::cell<T>>(asker_), incarnation, f = std::move(on_reply),
-              g = std::move(on_error)](std::exception_ptr ep, auto... reply) mutable {
+    // Counted until the continuation runs or goes unrun: an entity waiting
+    // for the reply is not passivated meanwhile.
+    auto k = [self = detail::cell_ptr<detail::cell<T>>(asker_), incarnation, count = detail::awaited_count<T>(*asker_),
+              f = std::move(on_reply), g = std::move(on_error)](std::exception_ptr ep, auto... reply) mutable {
       self->enqueue_system(new detail::continuation_envelope<T>(
-          [f = std::move(f), g = std::move(g), ep = std::move(ep), ... r = std::move(reply)](T&) mutable {
+          [count = std::move(count), f = std::move(f), g = std::move(g), ep = std::move(ep),
+           ... r = std::move(reply)](T&) mutable {
+            count.ended();
             if (ep)
               g(error_of(ep));
             else

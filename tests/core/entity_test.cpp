@@ -9,6 +9,8 @@
 
 #include "../support.hpp"
 
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_future.hpp>
 
 #include <atomic>
@@ -54,6 +56,20 @@ struct start_beating {};
 struct beat {};
 struct beats {};
 struct crash {}; // a handler that throws: the entity restarts
+/// An operation of a library with an io_context of its own (not run).
+struct outside {
+  std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>();
+  std::unique_ptr<asio::steady_timer> timer = std::make_unique<asio::steady_timer>(*io, std::chrono::hours(1));
+};
+class account;
+/// Asks `peer` to nap through the context (`then`), and notes the reply.
+struct ask_peer {
+  troupe::entity_ref<account> peer;
+  std::chrono::milliseconds for_;
+};
+struct wait_outside { // a reentrant handler that waits for it
+  std::shared_ptr<outside> on;
+};
 struct daydream { // a reentrant coroutine handler: other messages are handled while it waits
   std::chrono::milliseconds for_;
 };
@@ -96,7 +112,7 @@ struct journal {
 
 class account {
 public:
-  using reentrant = troupe::messages<daydream>;
+  using reentrant = troupe::messages<daydream, wait_outside>;
 
   account(troupe::context<account> ctx, troupe::entity_id id, std::shared_ptr<journal> j)
       : ctx_(ctx), id_(std::move(id.value)), j_(std::move(j)) {
@@ -132,6 +148,16 @@ public:
     co_return ++handled_;
   }
   void handle(crash) { throw std::runtime_error("crash"); }
+  void handle(ask_peer p) {
+    ctx_.ask(p.peer, nap{p.for_}, 5s)
+        .then([this](int) { j_->record(id_, note{-4, 0}); },
+              [this](const troupe::error&) { j_->record(id_, note{-5, 0}); });
+  }
+  troupe::task<int> handle(wait_outside w) {
+    j_->record(id_, note{-3, 0});
+    co_await w.on->timer->async_wait(asio::use_awaitable);
+    co_return ++handled_;
+  }
   void handle(start_beating) { ctx_.schedule_every(1ms, beat{}); }
   void handle(beat) { j_->record(id_, note{-2, ++beats_}); }
   int handle(beats) const { return beats_; }
@@ -379,9 +405,9 @@ TEST_CASE("an entity is not passivated while a reentrant handler of it is under 
     CHECK(test::get(accounts.get("b").ask(how_many{}, asio::use_future)) == 0);
     CHECK(test::get(dreaming) == 1);
     CHECK(accounts.stats().declined >= 1);
-    // Its handler ended: c's activation passivates both a and b.
-    CHECK(test::get(accounts.get("c").ask(how_many{}, asio::use_future)) == 0);
-    REQUIRE(eventually([&] { return accounts.stats().passivations == 2 && accounts.stats().live == 1; }));
+    // Its handler ended: the region is back within its limit, without
+    // waiting for another activation.
+    REQUIRE(eventually([&] { return accounts.stats().passivations == 1 && accounts.stats().live == 1; }));
     CHECK(j->concurrent_same_key == 0);
   }
 }
@@ -397,6 +423,37 @@ TEST_CASE("a reentrant handler that a restart abandoned does not keep its entity
   REQUIRE_THROWS(test::get(dreaming));
   REQUIRE(eventually([&] { return accounts.stats().passivations == 1; }));
   CHECK(accounts.stats().activations == 1);
+}
+
+TEST_CASE("a reentrant handler whose frame its operation destroyed unfinished does not keep its entity live") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 20ms}, j);
+  auto on = std::make_shared<outside>();
+  auto waiting = accounts.get("a").ask(wait_outside{on}, asio::use_future);
+  REQUIRE(eventually([&] { return accounts.stats().declined >= 1; })); // under way: it declines
+  // The library goes without running its io_context: the pending wait's
+  // handler, and the coroutine frame it holds, are destroyed on this thread.
+  on->timer.reset();
+  on->io.reset();
+  REQUIRE_THROWS(test::get(waiting));
+  REQUIRE(eventually([&] { return accounts.stats().passivations == 1; }));
+  CHECK(accounts.stats().activations == 1);
+}
+
+TEST_CASE("an entity waiting for the reply to an ask's then is not passivated before it arrives") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 20ms}, j);
+  REQUIRE_FALSE(accounts.get("a").tell(ask_peer{accounts.get("b"), 300ms}));
+  REQUIRE(eventually([&] { return j->count("a") == 1; }));
+  {
+    std::lock_guard g(j->m);
+    CHECK(j->seen["a"].front().first == -4); // the reply, in a's turn
+  }
+  CHECK(accounts.stats().declined >= 1);
+  REQUIRE(eventually([&] { return accounts.stats().passivations == 2; })); // both idle since
+  CHECK(accounts.stats().activations == 2);
 }
 
 TEST_CASE("an entity busy with messages that do not come through its region (its own timers) is not idle") {

@@ -23,6 +23,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -196,11 +197,25 @@ public:
 
   void set_in_coroutine() noexcept { in_coroutine_ = true; }
 
-  /// Reentrant coroutine handlers under way (actor context): an entity is
-  /// not passivated in the middle of one.
-  void reentrant_started() noexcept { ++reentrant_; }
-  void reentrant_ended() noexcept { --reentrant_; }
-  std::uint32_t reentrant_under_way() const noexcept { return reentrant_; }
+  /// What the instance awaits: reentrant coroutine handlers under way, and
+  /// replies that an ask's `then` waits for. An entity is not passivated
+  /// while it awaits any. Counted per instance (the high half of `awaited_`
+  /// is its incarnation), since a handler's frame or an ask's continuation
+  /// may be destroyed unrun on any thread (the operation it waited for let
+  /// go of it), or outlive a restart. Started in actor context.
+  void awaited_started() noexcept { awaited_.fetch_add(1, std::memory_order_relaxed); }
+  /// One of instance `incarnation` ended, or went unrun (any thread): true
+  /// if it was that instance's last one.
+  bool awaited_ended(std::uint32_t incarnation) noexcept {
+    auto v = awaited_.load(std::memory_order_relaxed);
+    do {
+      if ((v >> 32) != incarnation || (v & 0xffff'ffffu) == 0) return false;
+    } while (!awaited_.compare_exchange_weak(v, v - 1, std::memory_order_relaxed));
+    return (v & 0xffff'ffffu) == 1;
+  }
+  std::uint32_t awaited_under_way() const noexcept {
+    return static_cast<std::uint32_t>(awaited_.load(std::memory_order_relaxed));
+  }
 
   /// Counts the instances constructed so far (a restart makes a new one).
   std::uint32_t incarnation() const noexcept { return incarnation_; }
@@ -358,6 +373,8 @@ public:
   /// oldest first) to its next activation, returning what it did not take.
   /// Plain actors never passivate.
   virtual void passivation_requested() noexcept {}
+  /// An entity's cell: the last of what it awaited ended (in its turn).
+  virtual void awaited_all_ended() noexcept {}
   virtual envelope_base* hand_over(envelope_base* list) noexcept { return list; }
 
 protected:
@@ -444,7 +461,7 @@ private:
   std::atomic<std::uint32_t> size_{0};
   bool in_coroutine_ = false;
   bool receiving_ = false;
-  std::uint32_t reentrant_ = 0;
+  std::atomic<std::uint64_t> awaited_{0};
   std::uint32_t incarnation_ = 0;
   restart_budget restarts_;
   troupe::supervision policy_;

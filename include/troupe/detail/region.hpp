@@ -160,6 +160,7 @@ public:
       : cell_impl<T, Args...>(s, o, std::forward<A>(a)...), region_(std::move(r)), entry_(e) {}
 
   void passivation_requested() noexcept override { region_->passivation_requested(*this, *entry_); }
+  void awaited_all_ended() noexcept override { region_->awaited_all_ended(); }
   envelope_base* hand_over(envelope_base* list) noexcept override { return region_->hand_over(*entry_, list); }
 
 private:
@@ -292,12 +293,12 @@ public:
   }
 
   /// In `c`'s turn: it was asked to passivate. It does, unless it declines
-  /// (or is in the middle of a reentrant handler) or a message arrived for
+  /// (or awaits a reentrant handler or a reply) or a message arrived for
   /// it since it was asked.
   void passivation_requested(cell<T>& c, entry& e) noexcept {
     bool allowed = false;
     try {
-      allowed = c.reentrant_under_way() == 0 && allows_passivation(c.instance());
+      allowed = c.awaited_under_way() == 0 && allows_passivation(c.instance());
     } catch (...) {
     }
     std::vector<cell_ptr<cell<T>>> ask;
@@ -326,6 +327,21 @@ public:
       }
     }
     if (stop) c.request_stop(exit_reason::passivated);
+    for (auto& a : ask) a->enqueue_system(new passivate_envelope<T>);
+  }
+
+  /// In an entity's turn: the last of what it awaited (reentrant handlers,
+  /// replies to asks) ended. It may have declined a passivation past
+  /// `max_live` meanwhile: the region is brought back within it, as at an
+  /// activation.
+  void awaited_all_ended() noexcept {
+    std::vector<cell_ptr<cell<T>>> ask;
+    try {
+      std::lock_guard g(mutex_);
+      over_limit(ask, nullptr);
+    } catch (...) {
+      // No memory for the list: asked again at the next activation.
+    }
     for (auto& a : ask) a->enqueue_system(new passivate_envelope<T>);
   }
 

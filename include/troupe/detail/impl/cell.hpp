@@ -224,7 +224,7 @@ void cell<T>::restart_now() noexcept {
   if (stop_requested()) return finish_stop();
   try {
     ++incarnation_;
-    reentrant_ = 0; // the earlier instance's handlers never resume
+    awaited_.store(std::uint64_t(incarnation_) << 32, std::memory_order_relaxed); // the earlier one's never resume
     construct(false);
   } catch (...) {
     if (on_failure(std::current_exception())) return;
@@ -443,12 +443,37 @@ private:
   bool may_inline_ = false;
 };
 
+/// Counts what a cell's instance awaits (a reentrant handler, an ask's
+/// continuation) from its start until its completion runs, or is destroyed
+/// without running (its frame destroyed unfinished, on whatever thread, or
+/// the instance restarted).
+template <class T>
+class awaited_count {
+public:
+  explicit awaited_count(cell<T>& c) noexcept : cell_(&c), incarnation_(c.incarnation()) { c.awaited_started(); }
+  awaited_count(awaited_count&&) noexcept = default;
+  awaited_count& operator=(awaited_count&&) = delete;
+  ~awaited_count() {
+    if (cell_) cell_->awaited_ended(incarnation_);
+  }
+
+  /// In a turn of the cell, as the completion runs: an entity whose last
+  /// one this was may now be passivated.
+  void ended() noexcept {
+    const auto c = std::move(cell_);
+    if (c->awaited_ended(incarnation_)) c->awaited_all_ended();
+  }
+
+private:
+  cell_ptr<cell<T>> cell_;
+  std::uint32_t incarnation_;
+};
+
 template <class T, class Awaitable, class Done>
 void spawn_reentrant(cell<T>& c, Awaitable&& aw, Done done) {
-  c.reentrant_started();
   asio::co_spawn(asio::any_io_executor(turn_executor<T>(c)), std::forward<Awaitable>(aw),
-                 [&c, done = std::move(done)](std::exception_ptr ep, auto&&... v) mutable {
-                   c.reentrant_ended(); // in a turn of `c` (a stopped cell runs no completion)
+                 [count = awaited_count<T>(c), done = std::move(done)](std::exception_ptr ep, auto&&... v) mutable {
+                   count.ended();
                    done(std::move(ep), std::forward<decltype(v)>(v)...);
                  });
 }
