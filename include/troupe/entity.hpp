@@ -38,7 +38,8 @@ namespace troupe {
 /// The entity may decline a passivation: `bool can_passivate()` (a member
 /// it may define; a library base such as a reliable actor declines while it
 /// has unconfirmed deliveries) is asked in its own turn before each; while
-/// a reentrant handler of it is under way it always declines. Its
+/// a reentrant handler of it is under way, or it awaits the reply to an
+/// ask's `then`, it always declines. Its
 /// timers (`schedule_once`, `schedule_every`) end with each activation,
 /// like everything else it holds in memory: what must outlive a
 /// passivation is persisted, or the entity declines to passivate while it
