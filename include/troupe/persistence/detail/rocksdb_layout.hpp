@@ -64,6 +64,16 @@ struct rocksdb_layout {
     return 0;
   }
 
+  /// The number of the first event of the ID with `seq > after` (0 if none).
+  sequence_nr next_seq(const std::string& prefix, sequence_nr after) const {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions{}, journal));
+    it->Seek(seq_key(prefix, after + 1));
+    if (it->Valid() && has_prefix(it->key().ToStringView(), prefix)) return seq_of_key(it->key().ToStringView());
+    if (!it->status().ok())
+      throw error(status_code(it->status()), "cannot read the journal: " + it->status().ToString());
+    return 0;
+  }
+
   /// The highest number a deletion removed (0 if none).
   sequence_nr read_watermark(const std::string& prefix) const {
     std::string v;

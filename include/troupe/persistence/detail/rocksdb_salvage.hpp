@@ -19,7 +19,6 @@
 #include <functional>
 #include <iterator>
 #include <map>
-#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -105,15 +104,6 @@ inline std::vector<std::string> salvage_store(
     return st.ok();
   };
   const auto lost = dropped_writes(wal.writes, db.GetLatestSequenceNumber(), names, present);
-  // The first number above `after` the store has of an ID (one past the
-  // largest if none).
-  auto next_kept = [&](const std::string& prefix, sequence_nr after) {
-    std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions{}, layout.journal));
-    it->Seek(seq_key(prefix, after + 1));
-    if (!it->status().ok()) fail(it->status(), "cannot read the salvaged store");
-    const auto key = it->Valid() ? it->key().ToStringView() : std::string_view();
-    return key.size() == prefix.size() + 8 && key.starts_with(prefix) ? seq_of_key(key) : after + 1;
-  };
   rocksdb::WriteBatch markers;
   // Every ID with dropped events, and, when some write could not be
   // decoded, every ID the WAL names (it may have had events there): a
@@ -125,6 +115,10 @@ inline std::vector<std::string> salvage_store(
   // events' deletion may be in a table file, its watermark was not; without
   // it the ID's numbers would start over).
   std::map<std::string, sequence_nr> restored;
+  auto restored_of = [&](const std::string& prefix) {
+    const auto it = restored.find(prefix);
+    return it == restored.end() ? sequence_nr{0} : it->second;
+  };
   for (auto& [prefix, to] : lost.watermarks)
     if (layout.read_watermark(prefix) < to) {
       std::string value;
@@ -135,7 +129,7 @@ inline std::vector<std::string> salvage_store(
                     " dropped: its number kept");
     }
   for (auto& prefix : ids) {
-    const auto kept = std::max(layout.read_highest(prefix), restored[prefix]);
+    const auto kept = std::max(layout.read_highest(prefix), restored_of(prefix));
     const auto pid = pid_of_prefix(prefix);
     auto mark = [&](sequence_nr from, sequence_nr to, bool named) {
       out.push_back("events " + std::to_string(from) + " to " + std::to_string(to) + " of " + pid +
@@ -151,7 +145,7 @@ inline std::vector<std::string> salvage_store(
       // newest, read up to its damage only): a record for each run, above
       // what a deletion removed (recovery never reads below that).
       const auto& numbers = it->second;
-      const auto deleted = std::max(layout.read_watermark(prefix), restored[prefix]);
+      const auto deleted = std::max(layout.read_watermark(prefix), restored_of(prefix));
       sequence_nr marked = 0; // the last number the records below cover
       for (auto n = numbers.begin(); n != numbers.end();) {
         auto end = n;
@@ -164,7 +158,8 @@ inline std::vector<std::string> salvage_store(
         } else if (*end > deleted && *end > marked) { // (a record below may cover it already)
           // To the number before the next one the store has: a damaged
           // write's numbers may lie between too.
-          const auto to = next_kept(prefix, *end) - 1;
+          const auto next = layout.next_seq(prefix, *end);
+          const auto to = next != 0 ? next - 1 : *end;
           if (!present(layout.journal->GetID(), seq_key(prefix, to))) {
             mark(std::max({layout.last_seq(prefix, *n - 1), deleted, marked}) + 1, to, true);
             marked = to;
