@@ -4,6 +4,7 @@
 /// `troupe::actor_ref<T>`: the typed handle through which actors are sent
 /// messages.
 
+#include <troupe/timeout.hpp>
 #include <troupe/concepts.hpp>
 #include <troupe/error.hpp>
 #include <troupe/lifecycle.hpp>
@@ -105,21 +106,29 @@ public:
   /// exception message, `mailbox_full`. A reply arriving after the timeout is
   /// dropped. The handler is invoked on its associated executor.
   template <class M, class Token = asio::use_awaitable_t<>>
-    requires answers<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+    requires answers<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>) &&
+             (!detail::is_time_point<std::decay_t<Token>>)
   auto ask(M&& msg, Token&& token = Token{}) const {
-    return ask(std::forward<M>(msg), cell_->sys().config.ask_timeout, std::forward<Token>(token));
+    return ask_within(std::forward<M>(msg), cell_->sys().config.ask_timeout, std::forward<Token>(token));
   }
 
   /// As `ask(msg, token)`, failing with `errc::timeout` when no reply arrived
-  /// within `timeout` (zero: no timeout).
+  /// within `timeout`. A timeout that has passed (zero or negative) fails at
+  /// once and sends nothing; `troupe::no_timeout` never expires
+  /// (`timeout.hpp`).
   template <class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
     requires answers<T, std::decay_t<M>>
   auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
-    using reply = reply_type_t<T, std::decay_t<M>>;
-    detail::check_ask<std::decay_t<M>, reply>();
-    return asio::async_initiate<Token, typename detail::ask_signature<reply>::type>(
-        ask_initiation{cell_.get()}, token, std::forward<M>(msg),
-        std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+    return ask_within(std::forward<M>(msg), detail::timeout_of(timeout), std::forward<Token>(token));
+  }
+
+  /// As `ask(msg, timeout, token)` with a deadline on the steady clock (one
+  /// reached already fails at once, and nothing is sent).
+  template <class M, class Duration, class Token = asio::use_awaitable_t<>>
+    requires answers<T, std::decay_t<M>>
+  auto ask(M&& msg, std::chrono::time_point<std::chrono::steady_clock, Duration> deadline,
+           Token&& token = Token{}) const {
+    return ask_within(std::forward<M>(msg), detail::timeout_until(deadline), std::forward<Token>(token));
   }
 
   /// Enqueues `msg`, waiting for room when the actor's bounded mailbox is
@@ -154,6 +163,14 @@ private:
   friend detail::cell_base* detail::cell_of<T>(const actor_ref<T>&) noexcept;
 
   explicit actor_ref(detail::cell<T>* c) noexcept : cell_(c) {}
+
+  template <class M, class Token>
+  auto ask_within(M&& msg, std::chrono::nanoseconds timeout, Token&& token) const {
+    using reply = reply_type_t<T, std::decay_t<M>>;
+    detail::check_ask<std::decay_t<M>, reply>();
+    return asio::async_initiate<Token, typename detail::ask_signature<reply>::type>(
+        ask_initiation{cell_.get()}, token, std::forward<M>(msg), timeout);
+  }
 
   struct ask_initiation {
     detail::cell<T>* c;

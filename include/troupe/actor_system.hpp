@@ -56,7 +56,9 @@ class actor_system {
 public:
   using executor_type = asio::thread_pool::executor_type;
 
-  explicit actor_system(system_config config = {}) : state_(new detail::system_state(config, this)) {}
+  /// Throws `errc::invalid_argument` for a setting out of range (an
+  /// `ask_timeout` that is not positive).
+  explicit actor_system(system_config config = {}) : state_(new detail::system_state(checked(config), this)) {}
 
   actor_system(const actor_system&) = delete;
   actor_system& operator=(const actor_system&) = delete;
@@ -267,6 +269,13 @@ public:
   }
 
 private:
+  static const system_config& checked(const system_config& c) {
+    if (c.ask_timeout <= std::chrono::nanoseconds::zero())
+      throw error(errc::invalid_argument,
+                  "system_config::ask_timeout must be positive, or troupe::no_timeout (the default)");
+    return c;
+  }
+
   template <class T>
   static inline char extension_key = 0; // its address names T (not const: never merged)
 

@@ -3,6 +3,7 @@
 /// \file
 /// Settings of an actor system and of one spawned actor.
 
+#include <troupe/timeout.hpp>
 #include <troupe/supervision.hpp>
 
 #include <chrono>
@@ -32,11 +33,13 @@ struct system_config {
   /// messages (at once), is shared whatever this says. Zero shares
   /// whatever waits; a negative value counts as zero.
   std::chrono::microseconds share_threshold{100};
-  /// Timeout of an ask that is given none. Zero (the default) means such an
-  /// ask waits until it is answered or the actor stops; either way it never
-  /// waits past the actor's stop, because a stopping actor fails its pending
-  /// asks with `errc::actor_stopped`.
-  std::chrono::nanoseconds ask_timeout{0};
+  /// Timeout of an ask that is given none. `troupe::no_timeout` (the
+  /// default): such an ask waits until it is answered or the actor stops;
+  /// either way it never waits past the actor's stop, because a stopping
+  /// actor fails its pending asks with `errc::actor_stopped`. Must be
+  /// positive (`actor_system` refuses zero or negative: an ask whose
+  /// timeout has passed fails at once, see `timeout.hpp`).
+  std::chrono::nanoseconds ask_timeout = no_timeout;
   /// How long `shutdown()` waits for actors to finish their current handler
   /// (coroutine handlers may be suspended) before it stops the threads anyway.
   std::chrono::milliseconds shutdown_timeout{10'000};

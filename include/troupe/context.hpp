@@ -4,6 +4,7 @@
 /// `troupe::context<T>`: what an actor can do to itself — its own reference,
 /// timers, stopping, watching other actors.
 
+#include <troupe/timeout.hpp>
 #include <troupe/actor_ref.hpp>
 #include <troupe/concepts.hpp>
 #include <troupe/lifecycle.hpp>
@@ -83,15 +84,15 @@ public:
   /// The executor the actor's handlers run on.
   executor_type get_executor() const noexcept { return cell_->executor(); }
 
-  /// Delivers `msg` to this actor once, after `delay`. Like any message it is
+  /// Delivers `msg` to this actor once, after `delay` (one that has passed,
+  /// zero or negative: at once, in a later turn). Like any message it is
   /// handled in turn, never concurrently with another handler. Every timer
   /// is cancelled when the actor stops or restarts (the fresh instance
   /// starts its own).
   template <class M, class Rep, class Period>
     requires handles<T, M> && std::copy_constructible<M>
   timer_id schedule_once(std::chrono::duration<Rep, Period> delay, M msg) {
-    return {cell_->add_timer(std::chrono::duration_cast<std::chrono::nanoseconds>(delay), std::chrono::nanoseconds{0},
-                             std::move(msg))};
+    return {cell_->add_timer(detail::saturated(delay), std::chrono::nanoseconds{0}, std::move(msg))};
   }
 
   /// Delivers a copy of `msg` to this actor every `period` (the first after
@@ -99,7 +100,7 @@ public:
   template <class M, class Rep, class Period>
     requires handles<T, M> && std::copy_constructible<M>
   timer_id schedule_every(std::chrono::duration<Rep, Period> period, M msg) {
-    auto p = std::chrono::duration_cast<std::chrono::nanoseconds>(period);
+    auto p = detail::saturated(period);
     if (p.count() <= 0) throw error(errc::invalid_argument, "schedule_every: the period must be positive");
     return {cell_->add_timer(p, p, std::move(msg))};
   }
@@ -129,14 +130,36 @@ public:
   template <class... Ms>
     requires(sizeof...(Ms) > 0 && (handles<T, Ms> && ...))
   asio::awaitable<receive_result_t<Ms...>> receive() {
-    return receive<Ms...>(std::chrono::nanoseconds{0});
+    return receive_within<Ms...>(no_timeout);
   }
 
   /// As `receive<Ms...>()`, failing with `errc::receive_timeout` when no
-  /// matching message arrived within `timeout` (zero: no deadline).
+  /// matching message arrived within `timeout`. A timeout that has passed
+  /// (zero or negative) takes a matching message already queued, or fails
+  /// at once: `receive<M>(0ms)` polls. `troupe::no_timeout` never expires.
   template <class... Ms, class Rep, class Period>
     requires(sizeof...(Ms) > 0 && (handles<T, Ms> && ...))
   asio::awaitable<receive_result_t<Ms...>> receive(std::chrono::duration<Rep, Period> timeout) {
+    return receive_within<Ms...>(detail::timeout_of(timeout));
+  }
+
+  /// As `receive<Ms...>(timeout)` with a deadline on the steady clock: one
+  /// deadline across several receives.
+  /// \code
+  /// const auto deadline = std::chrono::steady_clock::now() + 2s;
+  /// auto a = co_await ctx_.receive<part>(deadline);
+  /// auto b = co_await ctx_.receive<part>(deadline); // what is left of the 2 s
+  /// \endcode
+  template <class... Ms, class Duration>
+    requires(sizeof...(Ms) > 0 && (handles<T, Ms> && ...))
+  asio::awaitable<receive_result_t<Ms...>> receive(
+      std::chrono::time_point<std::chrono::steady_clock, Duration> deadline) {
+    return receive_within<Ms...>(detail::timeout_until(deadline));
+  }
+
+private:
+  template <class... Ms>
+  asio::awaitable<receive_result_t<Ms...>> receive_within(std::chrono::nanoseconds timeout) {
     using result = receive_result_t<Ms...>;
     static constexpr const void* tags[] = {&detail::message_tag<Ms>...};
     detail::cell<T>* c = cell_;
@@ -144,6 +167,9 @@ public:
     c->rescan();
     bool deadline = false;
     if (auto* e = c->take_matching(tags, sizeof...(Ms), 0, deadline)) co_return take<Ms...>(e);
+    if (detail::expired(timeout))
+      throw error(errc::receive_timeout, "receive in " + std::string(detail::type_name<T>()) +
+                                             ": no matching message was queued, and its deadline had passed");
     auto got = co_await asio::async_initiate<const asio::use_awaitable_t<>&,
                                              void(std::exception_ptr, std::optional<result>)>(
         [c, timeout](auto handler) {
@@ -151,7 +177,7 @@ public:
           // resumes inside that turn, as a handler would run (what it sends
           // is handed off as a handler's messages are). The actor's pool
           // outlives the wait (a stop ends it), so no work is tracked.
-          c->wait_receive(tags, sizeof...(Ms), std::chrono::duration_cast<std::chrono::nanoseconds>(timeout),
+          c->wait_receive(tags, sizeof...(Ms), timeout,
                           [h = std::move(handler)](detail::envelope_base* e, std::exception_ptr ep) mutable {
                             if (ep)
                               std::move(h)(std::move(ep), std::optional<result>());
@@ -164,6 +190,7 @@ public:
     co_return std::move(*got);
   }
 
+public:
   // -- stash ------------------------------------------------------------------
 
   /// Sets `msg` aside: it is handled again, in the order stashed and before
@@ -199,19 +226,26 @@ public:
   /// blocking this actor: `.then(on_reply, on_error)` sends it, and the
   /// continuation runs later as a turn of this actor (its state is safe to
   /// touch there), while the actor goes on handling other messages. Fails
-  /// with `errc::timeout` after `timeout` (zero: none). See `request`.
+  /// with `errc::timeout` after `timeout` (one that has passed: at once,
+  /// nothing sent; `troupe::no_timeout`: never). See `request`.
   template <class Ref, class M, class Rep, class Period>
     requires askable<Ref, std::decay_t<M>>
   [[nodiscard]] request<T, Ref, std::decay_t<M>> ask(const Ref& to, M&& msg,
                                                      std::chrono::duration<Rep, Period> timeout) const {
-    return request<T, Ref, std::decay_t<M>>(cell_, to, std::forward<M>(msg),
-                                            std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+    return request<T, Ref, std::decay_t<M>>(cell_, to, std::forward<M>(msg), detail::timeout_of(timeout));
+  }
+  /// As `ask(to, msg, timeout)` with a deadline on the steady clock.
+  template <class Ref, class M, class Duration>
+    requires askable<Ref, std::decay_t<M>>
+  [[nodiscard]] request<T, Ref, std::decay_t<M>> ask(
+      const Ref& to, M&& msg, std::chrono::time_point<std::chrono::steady_clock, Duration> deadline) const {
+    return request<T, Ref, std::decay_t<M>>(cell_, to, std::forward<M>(msg), detail::timeout_until(deadline));
   }
   /// As `ask(to, msg, timeout)` with the system's default ask timeout.
   template <class Ref, class M>
     requires askable<Ref, std::decay_t<M>>
   [[nodiscard]] request<T, Ref, std::decay_t<M>> ask(const Ref& to, M&& msg) const {
-    return ask(to, std::forward<M>(msg), cell_->sys().config.ask_timeout);
+    return request<T, Ref, std::decay_t<M>>(cell_, to, std::forward<M>(msg), cell_->sys().config.ask_timeout);
   }
 
   /// Cancels a timer: no message of it is handled afterwards, even one

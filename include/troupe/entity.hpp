@@ -6,6 +6,7 @@
 /// `entity_region<T>`, `entity_options`. Regions are made with
 /// `actor_system::entities<T>`.
 
+#include <troupe/timeout.hpp>
 #include <troupe/concepts.hpp>
 #include <troupe/error.hpp>
 #include <troupe/detail/ask.hpp>
@@ -85,19 +86,26 @@ public:
   /// As `actor_ref<T>::ask`, activating the entity if it is not live; the
   /// timeout (the system's default if none is given) counts the activation.
   template <class M, class Token = asio::use_awaitable_t<>>
-    requires answers<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+    requires answers<T, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>) &&
+             (!detail::is_time_point<std::decay_t<Token>>)
   auto ask(M&& msg, Token&& token = Token{}) const {
-    return ask(std::forward<M>(msg), region_->sys().config.ask_timeout, std::forward<Token>(token));
+    return ask_within(std::forward<M>(msg), region_->sys().config.ask_timeout, std::forward<Token>(token));
   }
 
+  /// With a timeout: one that has passed fails at once and activates
+  /// nothing (`timeout.hpp`).
   template <class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
     requires answers<T, std::decay_t<M>>
   auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
-    using reply = reply_type_t<T, std::decay_t<M>>;
-    detail::check_ask<std::decay_t<M>, reply>();
-    return asio::async_initiate<Token, typename detail::ask_signature<reply>::type>(
-        ask_initiation{region_.get(), &key_}, token, std::forward<M>(msg),
-        std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+    return ask_within(std::forward<M>(msg), detail::timeout_of(timeout), std::forward<Token>(token));
+  }
+
+  /// With a deadline on the steady clock.
+  template <class M, class Duration, class Token = asio::use_awaitable_t<>>
+    requires answers<T, std::decay_t<M>>
+  auto ask(M&& msg, std::chrono::time_point<std::chrono::steady_clock, Duration> deadline,
+           Token&& token = Token{}) const {
+    return ask_within(std::forward<M>(msg), detail::timeout_until(deadline), std::forward<Token>(token));
   }
 
 private:
@@ -105,6 +113,14 @@ private:
   friend class entity_region;
 
   entity_ref(std::shared_ptr<detail::region<T>> r, std::string key) : region_(std::move(r)), key_(std::move(key)) {}
+
+  template <class M, class Token>
+  auto ask_within(M&& msg, std::chrono::nanoseconds timeout, Token&& token) const {
+    using reply = reply_type_t<T, std::decay_t<M>>;
+    detail::check_ask<std::decay_t<M>, reply>();
+    return asio::async_initiate<Token, typename detail::ask_signature<reply>::type>(
+        ask_initiation{region_.get(), &key_}, token, std::forward<M>(msg), timeout);
+  }
 
   struct ask_initiation {
     detail::region<T>* r;

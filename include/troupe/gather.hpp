@@ -6,6 +6,7 @@
 
 #include <troupe/concepts.hpp>
 #include <troupe/error.hpp>
+#include <troupe/timeout.hpp>
 #include <troupe/detail/ask.hpp>
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/system_state.hpp>
@@ -85,30 +86,16 @@ struct gather_state {
   std::atomic<bool> done{false};
 };
 
-} // namespace detail
-
-/// Asks every actor in `refs` (a range of `actor_ref`, `entity_ref` or `typed_ref`)
-/// a copy of `msg` at once and completes with every reply, in the order of
-/// `refs`, or with the first failure (the replies still outstanding are
-/// then ignored). `timeout` is one deadline for all of them (zero: the
-/// system's default ask timeout applies to each). An Asio initiating
-/// function with signature `void(std::exception_ptr, std::vector<R>)` (or
-/// `void(std::exception_ptr)` when the reply type `R` is `void`); with no
-/// refs it completes at once with no replies.
-///
-/// \code
-/// std::vector<int> loads = co_await troupe::gather(workers, load{}, std::chrono::milliseconds(50));
-/// \endcode
-template <std::ranges::input_range Range, class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
-  requires askable<detail::gather_ref_t<Range>, std::decay_t<M>> && std::copy_constructible<std::decay_t<M>>
-auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) {
-  using ref = detail::gather_ref_t<Range>;
-  using reply = detail::gather_reply_t<Range, std::decay_t<M>>;
-  detail::check_ask<std::decay_t<M>, reply>();
-  std::vector<ref> targets(std::ranges::begin(refs), std::ranges::end(refs));
-  const auto deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
-  return asio::async_initiate<Token, typename detail::gather_signature<reply>::type>(
-      [](auto handler, std::vector<ref> targets, std::decay_t<M> msg, std::chrono::nanoseconds deadline) {
+/// `timeout`: one for every ask (normalised: `timeout_of`), or none for
+/// each ask's default.
+template <class Ref, class M, class Token>
+auto gather_within(std::vector<Ref> targets, const M& msg, std::optional<std::chrono::nanoseconds> timeout,
+                   Token&& token) {
+  using ref = Ref;
+  using reply = typename ref::template reply_to<std::decay_t<M>>;
+  check_ask<std::decay_t<M>, reply>();
+  return asio::async_initiate<Token, typename gather_signature<reply>::type>(
+      [](auto handler, std::vector<ref> targets, std::decay_t<M> msg, std::optional<std::chrono::nanoseconds> deadline) {
         using state = detail::gather_state<reply, decltype(handler)>;
         auto s = std::make_shared<state>(std::move(handler), targets.size());
         if (targets.empty()) {
@@ -117,6 +104,16 @@ auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> 
             s->handler.post(nullptr);
           else
             s->handler.post(nullptr, std::vector<reply>());
+          return;
+        }
+        if (deadline && expired(*deadline)) {
+          // Known inside the initiating function: posted; nobody is asked.
+          auto ep = error_ptr(errc::timeout, "gather of " + std::string(type_name<std::decay_t<M>>()) +
+                                                 ": its timeout had passed before it was sent");
+          if constexpr (std::is_void_v<reply>)
+            s->handler.post(std::move(ep));
+          else
+            s->handler.post(std::move(ep), std::vector<reply>());
           return;
         }
         // Each reply completes on the caller's executor (an ask from another
@@ -129,22 +126,57 @@ auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> 
             if constexpr (sizeof...(r) == 1) ((s->replies[i].value = std::move(r)), ...);
             s->arrived();
           });
-          if (deadline.count() > 0)
-            targets[i].ask(msg, deadline, std::move(one));
+          if (deadline)
+            targets[i].ask(msg, *deadline, std::move(one));
           else
             targets[i].ask(msg, std::move(one));
         }
       },
-      token, std::move(targets), std::decay_t<M>(msg), deadline);
+      token, std::move(targets), std::decay_t<M>(msg), timeout);
+}
+
+} // namespace detail
+
+/// Asks every actor in `refs` (a range of `actor_ref`, `entity_ref` or `typed_ref`)
+/// a copy of `msg` at once and completes with every reply, in the order of
+/// `refs`, or with the first failure (the replies still outstanding are
+/// then ignored). `timeout` is one deadline for all of them (one that has
+/// passed, zero or negative, fails at once and asks nobody;
+/// `troupe::no_timeout` never expires). An Asio initiating
+/// function with signature `void(std::exception_ptr, std::vector<R>)` (or
+/// `void(std::exception_ptr)` when the reply type `R` is `void`); with no
+/// refs it completes at once with no replies.
+///
+/// \code
+/// std::vector<int> loads = co_await troupe::gather(workers, load{}, std::chrono::milliseconds(50));
+/// \endcode
+template <std::ranges::input_range Range, class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
+  requires askable<detail::gather_ref_t<Range>, std::decay_t<M>> && std::copy_constructible<std::decay_t<M>>
+auto gather(const Range& refs, const M& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) {
+  std::vector<detail::gather_ref_t<Range>> targets(std::ranges::begin(refs), std::ranges::end(refs));
+  return detail::gather_within(std::move(targets), msg, std::optional(detail::timeout_of(timeout)),
+                               std::forward<Token>(token));
+}
+
+/// As `gather(refs, msg, timeout, token)` with a deadline on the steady clock.
+template <std::ranges::input_range Range, class M, class Duration, class Token = asio::use_awaitable_t<>>
+  requires askable<detail::gather_ref_t<Range>, std::decay_t<M>> && std::copy_constructible<std::decay_t<M>>
+auto gather(const Range& refs, const M& msg, std::chrono::time_point<std::chrono::steady_clock, Duration> deadline,
+            Token&& token = Token{}) {
+  std::vector<detail::gather_ref_t<Range>> targets(std::ranges::begin(refs), std::ranges::end(refs));
+  return detail::gather_within(std::move(targets), msg, std::optional(detail::timeout_until(deadline)),
+                               std::forward<Token>(token));
 }
 
 /// As `gather(refs, msg, timeout, token)` with each ask under the system's
 /// default ask timeout.
 template <std::ranges::input_range Range, class M, class Token = asio::use_awaitable_t<>>
   requires askable<detail::gather_ref_t<Range>, std::decay_t<M>> && std::copy_constructible<std::decay_t<M>> &&
-           (!detail::is_duration<std::decay_t<Token>>)
+           (!detail::is_duration<std::decay_t<Token>>) && (!detail::is_time_point<std::decay_t<Token>>)
 auto gather(const Range& refs, const M& msg, Token&& token = Token{}) {
-  return gather(refs, msg, std::chrono::nanoseconds{0}, std::forward<Token>(token));
+  std::vector<detail::gather_ref_t<Range>> targets(std::ranges::begin(refs), std::ranges::end(refs));
+  return detail::gather_within(std::move(targets), msg, std::optional<std::chrono::nanoseconds>(),
+                               std::forward<Token>(token));
 }
 
 } // namespace troupe

@@ -4,6 +4,7 @@
 /// Protocols and references typed by them: `troupe::protocol<R(M)...>`,
 /// `troupe::typed_ref<P>`, `troupe::implements<T, P>`.
 
+#include <troupe/timeout.hpp>
 #include <troupe/actor_ref.hpp>
 #include <troupe/concepts.hpp>
 #include <troupe/error.hpp>
@@ -218,14 +219,33 @@ public:
 
   /// As `actor_ref<T>::ask`: completes with `protocol_reply_t<P, M>`.
   template <class M, class Token = asio::use_awaitable_t<>>
-    requires in_protocol<P, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>)
+    requires in_protocol<P, std::decay_t<M>> && (!detail::is_duration<std::decay_t<Token>>) &&
+             (!detail::is_time_point<std::decay_t<Token>>)
   auto ask(M&& msg, Token&& token = Token{}) const {
-    return ask(std::forward<M>(msg), cell_->sys().config.ask_timeout, std::forward<Token>(token));
+    return ask_within(std::forward<M>(msg), cell_->sys().config.ask_timeout, std::forward<Token>(token));
   }
 
+  /// With a timeout (`timeout.hpp`).
   template <class M, class Rep, class Period, class Token = asio::use_awaitable_t<>>
     requires in_protocol<P, std::decay_t<M>>
   auto ask(M&& msg, std::chrono::duration<Rep, Period> timeout, Token&& token = Token{}) const {
+    return ask_within(std::forward<M>(msg), detail::timeout_of(timeout), std::forward<Token>(token));
+  }
+
+  /// With a deadline on the steady clock.
+  template <class M, class Duration, class Token = asio::use_awaitable_t<>>
+    requires in_protocol<P, std::decay_t<M>>
+  auto ask(M&& msg, std::chrono::time_point<std::chrono::steady_clock, Duration> deadline,
+           Token&& token = Token{}) const {
+    return ask_within(std::forward<M>(msg), detail::timeout_until(deadline), std::forward<Token>(token));
+  }
+
+  /// As `actor_ref<T>::stop`.
+  void stop() const { cell_->request_stop(exit_reason::normal); }
+
+private:
+  template <class M, class Token>
+  auto ask_within(M&& msg, std::chrono::nanoseconds timeout, Token&& token) const {
     using message = std::decay_t<M>;
     using reply = protocol_reply_t<P, message>;
     detail::check_ask<message, reply>();
@@ -241,13 +261,10 @@ public:
               }),
               asker);
         },
-        token, &slot<message>(), cell_.get(), message(std::forward<M>(msg)),
-        std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+        token, &slot<message>(), cell_.get(), message(std::forward<M>(msg)), timeout);
   }
 
-  /// As `actor_ref<T>::stop`.
-  void stop() const { cell_->request_stop(exit_reason::normal); }
-
+public:
   /// As `actor_ref<T>::when_stopped`.
   template <class Token = asio::use_awaitable_t<>>
   auto when_stopped(Token&& token = Token{}) const {

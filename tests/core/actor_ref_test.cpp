@@ -15,6 +15,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,6 +38,9 @@ struct add {
 };
 struct total {};
 struct touch {};
+struct add_and_total {
+  int n;
+};
 
 /// Records every message it receives.
 class recorder {
@@ -51,6 +57,7 @@ public:
   void handle(add m) { sum_ += m.n; }
   int handle(total) const { return sum_; }
   void handle(touch) { ++touched_; }
+  int handle(add_and_total m) { return sum_ += m.n; }
 
 private:
   int sum_ = 0;
@@ -483,6 +490,202 @@ TEST_CASE("senders waiting for room are released with actor_stopped when the act
   for (auto& ec : results)
     if (ec == troupe::errc::actor_stopped) ++stopped;
   CHECK(stopped >= 8);
+}
+
+namespace {
+struct numbered {
+  std::uint32_t seq;
+};
+struct numbered_ask {
+  std::uint32_t seq;
+};
+struct order_state {
+  std::uint64_t handled = 0, out_of_order = 0;
+  std::int64_t last = -1;
+  std::string first; // the first violation, as it was seen
+};
+struct order_report {
+  std::shared_ptr<std::promise<order_state>> out;
+};
+
+/// Checks that the numbers it is told, asked and sent only grow.
+class order_checker {
+public:
+  void handle(numbered m) { see(m.seq); }
+  std::uint32_t handle(numbered_ask m) {
+    see(m.seq);
+    return m.seq;
+  }
+  void handle(order_report r) { r.out->set_value(st_); }
+
+private:
+  void see(std::uint32_t s) {
+    ++st_.handled;
+    if (static_cast<std::int64_t>(s) <= st_.last && st_.out_of_order++ == 0)
+      st_.first = "after " + std::to_string(st_.last) + " got " + std::to_string(s);
+    st_.last = std::max<std::int64_t>(st_.last, s);
+  }
+  order_state st_;
+};
+
+std::uint64_t env_or(const char* name, std::uint64_t fallback) {
+  if (const char* s = std::getenv(name)) return std::strtoull(s, nullptr, 10);
+  return fallback;
+}
+
+/// What the sender's completions count (shared: they may run on any thread).
+struct tally {
+  std::atomic<std::uint64_t> accepted{0}, refused{0}, wrong{0}, outstanding{0}, sends_in_flight{0};
+};
+} // namespace
+
+TEST_CASE("a bounded mailbox keeps one sender's order for every mix of tell, ask and send, awaited or not") {
+  const std::uint64_t seed = env_or("TROUPE_PROPERTY_SEED", std::random_device{}());
+  const std::uint64_t total_messages = env_or("TROUPE_BOUNDED_ORDER_MESSAGES", 600'000);
+  INFO("seed " << seed << " (TROUPE_PROPERTY_SEED=" << seed << " replays the mix)");
+  std::mt19937_64 rng(seed);
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  for (std::uint32_t capacity = 1; capacity <= 4; ++capacity) {
+    const auto n = static_cast<std::uint32_t>(total_messages / 4);
+    const std::uint64_t windows[] = {1, 2, 8, 64, 1024, n};
+    const std::uint64_t window = windows[rng() % std::size(windows)];
+    CAPTURE(capacity, window);
+    auto r = sys.spawn<order_checker>(troupe::spawn_options{.mailbox_capacity = capacity});
+    auto t = std::make_shared<tally>();
+    const auto give_up = std::chrono::steady_clock::now() + test::deadline;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const auto roll = rng() % 100;
+      if (roll < 70) {
+        // At most `window` sends on their way (1: each completes before the next).
+        for (std::uint32_t spins = 0; t->sends_in_flight.load(std::memory_order_acquire) >= window; ++spins) {
+          if ((spins & 1023) == 0) REQUIRE(std::chrono::steady_clock::now() < give_up); // a stranded sender
+          std::this_thread::yield();
+        }
+        t->sends_in_flight.fetch_add(1, std::memory_order_relaxed);
+        t->outstanding.fetch_add(1, std::memory_order_relaxed);
+        r.send(numbered{i}, [t](std::error_code ec) {
+          (ec ? t->wrong : t->accepted).fetch_add(1); // a send is never refused while the actor runs
+          t->sends_in_flight.fetch_sub(1, std::memory_order_release);
+          t->outstanding.fetch_sub(1, std::memory_order_release);
+        });
+      } else if (roll < 85) {
+        const auto ec = r.tell(numbered{i});
+        if (!ec)
+          t->accepted.fetch_add(1);
+        else
+          (ec == troupe::errc::mailbox_full ? t->refused : t->wrong).fetch_add(1);
+      } else {
+        t->outstanding.fetch_add(1, std::memory_order_relaxed);
+        r.ask(numbered_ask{i}, [t, i](std::exception_ptr ep, std::uint32_t v) {
+          if (!ep)
+            (v == i ? t->accepted : t->wrong).fetch_add(1);
+          else
+            (troupe::error_code_of(ep) == troupe::errc::mailbox_full ? t->refused : t->wrong).fetch_add(1);
+          t->outstanding.fetch_sub(1, std::memory_order_release);
+        });
+      }
+    }
+    REQUIRE(test::eventually([&] { return t->outstanding.load(std::memory_order_acquire) == 0; }));
+    auto out = std::make_shared<std::promise<order_state>>();
+    auto report = out->get_future();
+    test::get(r.send(order_report{out}, asio::use_future)); // behind everything accepted
+    const auto st = test::get(report);
+    INFO("first out of order: " << st.first);
+    CHECK(st.out_of_order == 0);
+    CHECK(t->wrong == 0);
+    CHECK(st.handled == t->accepted);
+    CHECK(t->accepted + t->refused == n);
+    r.stop();
+    test::get(r.when_stopped(asio::use_future));
+  }
+}
+
+TEST_CASE("while a send waits for room, a tell and an ask of any sender are refused, not let past it") {
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  std::promise<void> open;
+  auto g = sys.spawn<gated>(troupe::spawn_options{.mailbox_capacity = 1}, open.get_future().share());
+  auto entered = std::make_shared<std::promise<void>>();
+  REQUIRE(!g.tell(gate_wait{entered}));
+  test::get(entered->get_future()); // blocked in its handler, the mailbox empty
+  REQUIRE(!g.tell(slow_echo{1}));   // the one slot
+  std::promise<std::error_code> sent;
+  g.send(slow_echo{2}, [&](std::error_code ec) { sent.set_value(ec); }); // waits
+  CHECK(g.tell(slow_echo{3}) == troupe::errc::mailbox_full);
+  auto ask = g.ask(slow_echo{4}, asio::use_future);
+  REQUIRE(ask.wait_for(test::deadline) == std::future_status::ready);
+  CHECK(troupe::error_code_of([&] {
+          try {
+            ask.get();
+          } catch (...) {
+            return std::current_exception();
+          }
+          return std::exception_ptr{};
+        }()) == troupe::errc::mailbox_full);
+  open.set_value();
+  CHECK(!test::get(sent.get_future()));
+}
+
+TEST_CASE("a tell to a stopped actor whose bounded mailbox was full reports actor_stopped") {
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  std::promise<void> open;
+  auto g = sys.spawn<gated>(troupe::spawn_options{.mailbox_capacity = 1}, open.get_future().share());
+  auto entered = std::make_shared<std::promise<void>>();
+  REQUIRE(!g.tell(gate_wait{entered}));
+  test::get(entered->get_future());
+  REQUIRE(!g.tell(slow_echo{1})); // full
+  g.stop();
+  open.set_value();
+  test::get(g.when_stopped(asio::use_future));
+  const auto before = sys.dead_letters();
+  CHECK(g.tell(slow_echo{2}) == troupe::errc::actor_stopped);
+  CHECK(sys.dead_letters() == before + 1);
+}
+
+TEST_CASE("an ask whose timeout has passed fails with timeout at once and sends nothing; no_timeout never expires") {
+  troupe::actor_system sys;
+  auto c = sys.spawn<counter>();
+  auto code_of = [](std::future<int>& f) {
+    REQUIRE(f.wait_for(5s) == std::future_status::ready);
+    try {
+      f.get();
+    } catch (const troupe::error& e) {
+      return e.code();
+    }
+    return std::error_code{};
+  };
+  const auto deadline = std::chrono::steady_clock::now() - 5ms;
+  auto late = c.ask(total{}, deadline - std::chrono::steady_clock::now(), asio::use_future); // negative
+  CHECK(code_of(late) == troupe::errc::timeout);
+  auto zero = c.ask(total{}, 0ms, asio::use_future);
+  CHECK(code_of(zero) == troupe::errc::timeout);
+  auto past = c.ask(total{}, deadline, asio::use_future); // the time-point overload
+  CHECK(code_of(past) == troupe::errc::timeout);
+  auto late_add = c.ask(add_and_total{5}, -1ms, asio::use_future);
+  CHECK(code_of(late_add) == troupe::errc::timeout);
+  CHECK(test::get(c.ask(total{}, asio::use_future)) == 0); // none of them was handled
+  CHECK(test::get(c.ask(total{}, troupe::no_timeout, asio::use_future)) == 0);
+  CHECK(test::get(c.ask(total{}, std::chrono::milliseconds::max(), asio::use_future)) == 0);
+  CHECK(test::get(c.ask(total{}, std::chrono::steady_clock::now() + 5s, asio::use_future)) == 0);
+  CHECK_THROWS_AS(troupe::actor_system(troupe::system_config{.ask_timeout = 0ms}), troupe::error);
+}
+
+TEST_CASE("an ask whose timeout has passed takes no slot of a full bounded mailbox") {
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  std::promise<void> open;
+  auto g = sys.spawn<gated>(troupe::spawn_options{.mailbox_capacity = 1}, open.get_future().share());
+  auto entered = std::make_shared<std::promise<void>>();
+  REQUIRE(!g.tell(gate_wait{entered}));
+  test::get(entered->get_future());
+  auto late = g.ask(slow_echo{1}, -1ms, asio::use_future);
+  REQUIRE(late.wait_for(5s) == std::future_status::ready);
+  try {
+    late.get();
+    FAIL("the ask succeeded");
+  } catch (const troupe::error& e) {
+    CHECK(e.code() == troupe::errc::timeout);
+  }
+  CHECK(!g.tell(slow_echo{2})); // the one slot is still free
+  open.set_value();
 }
 
 TEST_CASE("references are copyable, comparable and usable from any thread") {

@@ -9,7 +9,7 @@ TEST_CASE("the system configuration defaults to one thread per core, fair batche
   troupe::system_config c;
   CHECK(c.threads == 0); // hardware concurrency
   CHECK(c.throughput == 256);
-  CHECK(c.ask_timeout.count() == 0);
+  CHECK(c.ask_timeout == troupe::no_timeout);
   CHECK(c.shutdown_timeout.count() == 10'000);
 }
 

@@ -193,6 +193,26 @@ TEST_CASE("an entity is activated by its first message, with its key, and not be
   CHECK(accounts.stats().activations == 1);
 }
 
+TEST_CASE("an entity ask whose timeout has passed fails at once and activates nothing") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 0ms}, j);
+  std::vector<std::future<int>> asks;
+  asks.push_back(accounts.get("late").ask(how_many{}, -1ms, asio::use_future));
+  asks.push_back(accounts.get("late").ask(how_many{}, std::chrono::steady_clock::now() - 1ms, asio::use_future));
+  for (auto& f : asks) {
+    REQUIRE(f.wait_for(5s) == std::future_status::ready);
+    try {
+      f.get();
+      FAIL("the ask succeeded");
+    } catch (const troupe::error& e) {
+      CHECK(e.code() == troupe::errc::timeout);
+    }
+  }
+  CHECK(j->constructed == 0);
+  CHECK(accounts.stats().activations == 0);
+}
+
 TEST_CASE("an idle entity is passivated, and its next message activates it again") {
   auto j = std::make_shared<journal>();
   troupe::actor_system sys(troupe::system_config{.threads = 2});

@@ -73,6 +73,14 @@ struct right_msg {
   std::string v;
 };
 struct outcome_query {};
+struct poll {
+  std::chrono::milliseconds deadline;
+  bool tell_first;
+};
+struct collect {
+  std::chrono::milliseconds budget;
+};
+struct elapsed_query {};
 
 class chooser {
 public:
@@ -89,6 +97,27 @@ public:
       outcome_.push_back(e.code() == troupe::errc::receive_timeout ? "timeout" : "error");
     }
   }
+  /// `tell_first`: a matching message is queued before the receive looks.
+  troupe::task<void> handle(poll p) {
+    if (p.tell_first) ctx_.self().tell(left_msg{42});
+    co_await handle(go{p.deadline});
+  }
+  /// Up to three messages under one deadline `budget` from now; records the
+  /// time to the timeout.
+  troupe::task<void> handle(collect c) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + c.budget;
+    try {
+      for (int i = 0; i < 3; ++i) {
+        auto m = co_await ctx_.receive<left_msg>(deadline);
+        outcome_.push_back("left " + std::to_string(m.v));
+      }
+    } catch (const troupe::error& e) {
+      outcome_.push_back(e.code() == troupe::errc::receive_timeout ? "timeout" : "error");
+      elapsed_ = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    }
+  }
+  std::chrono::milliseconds handle(elapsed_query) const { return elapsed_; }
   void handle(left_msg l) { outcome_.push_back("handler left " + std::to_string(l.v)); }
   void handle(right_msg r) { outcome_.push_back("handler right " + r.v); }
   std::vector<std::string> handle(outcome_query) const { return outcome_; }
@@ -96,6 +125,7 @@ public:
 private:
   troupe::context<chooser> ctx_;
   std::vector<std::string> outcome_;
+  std::chrono::milliseconds elapsed_{-1};
 };
 
 // -- an actor that only receives: ping-pong as two coroutines ------------------
@@ -245,6 +275,31 @@ TEST_CASE("a message only receive takes, arriving when no coroutine runs, is a d
   STATIC_REQUIRE(troupe::handles<pinger, ping>);
   STATIC_REQUIRE_FALSE(troupe::answers<pinger, ping>); // receive takes tells only
   STATIC_REQUIRE_FALSE(troupe::handles<pinger, pong>);
+}
+
+TEST_CASE("a receive whose deadline has passed takes a matching message already queued, or fails at once") {
+  troupe::actor_system sys;
+  auto c = sys.spawn<chooser>();
+  c.tell(poll{-1ms, true});  // a match is queued: taken
+  c.tell(poll{-1ms, false}); // nothing queued: receive_timeout at once
+  c.tell(poll{0ms, false});  // zero has passed too: a poll
+  auto f = c.ask(outcome_query{}, asio::use_future);
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  CHECK(f.get() == std::vector<std::string>{"left 42", "timeout", "timeout"});
+}
+
+TEST_CASE("one deadline across several receives: what is left of it, not a fresh wait each") {
+  troupe::actor_system sys;
+  auto c = sys.spawn<chooser>();
+  c.tell(collect{300ms});
+  c.tell(left_msg{1});
+  std::this_thread::sleep_for(200ms); // the second arrives with a third of the budget left
+  c.tell(left_msg{2});
+  REQUIRE(test::eventually([&] { return test::get(c.ask(elapsed_query{}, asio::use_future)).count() >= 0; }));
+  CHECK(test::get(c.ask(outcome_query{}, asio::use_future)) == std::vector<std::string>{"left 1", "left 2", "timeout"});
+  const auto elapsed = test::get(c.ask(elapsed_query{}, asio::use_future));
+  CHECK(elapsed >= 300ms);
+  CHECK(elapsed < 500ms); // a fresh 300 ms for the third would end at 500 ms or later
 }
 
 } // namespace core_receive_test

@@ -30,6 +30,7 @@ struct compute {
 struct release {};
 struct fail_next {};
 struct load {};
+struct parked_query {};
 
 class service {
 public:
@@ -44,6 +45,7 @@ public:
   }
   void handle(fail_next) { failing_ = true; }
   int handle(load) const { return id_; }
+  std::size_t handle(parked_query) const { return parked_.size(); }
 
 private:
   int id_;
@@ -55,7 +57,7 @@ private:
 
 struct start {
   troupe::actor_ref<service> to;
-  std::chrono::milliseconds timeout{0};
+  std::chrono::nanoseconds timeout = troupe::no_timeout;
   bool handle_errors = true;
 };
 struct bump {};
@@ -162,7 +164,7 @@ TEST_CASE("a request that fails with no error continuation is a failure of the a
   svc.tell(fail_next{});
   auto done = std::make_shared<test::latch>(1);
   auto c = sys.spawn<client>(troupe::spawn_options{.supervision = troupe::supervision::stop()}, done);
-  c.tell(start{svc, 0ms, /*handle_errors=*/false});
+  c.tell(start{svc, troupe::no_timeout, /*handle_errors=*/false});
   auto d = test::get(c.when_stopped(asio::use_future));
   CHECK(d.reason == troupe::exit_reason::failure);
   CHECK(d.what.find("refused") != std::string::npos);
@@ -179,7 +181,7 @@ TEST_CASE("a continuation does not run in an instance that restarted since the r
   c.tell(bump{});
   REQUIRE(test::get(c.ask(state_query{}, asio::use_future)).bumps == 1);
   svc.tell(fail_next{});
-  c.tell(start{svc, 0ms, /*handle_errors=*/false}); // refused: the client fails and restarts
+  c.tell(start{svc, troupe::no_timeout, /*handle_errors=*/false}); // refused: the client fails and restarts
   REQUIRE(constructed->wait());
   REQUIRE(test::get(c.ask(state_query{}, asio::use_future)).bumps == 0); // the new instance
   svc.tell(release{}); // the first request's reply: the instance that asked is gone
@@ -240,6 +242,36 @@ TEST_CASE("gather fails with timeout at its one deadline when a reply is missing
     CHECK(e.code() == troupe::errc::timeout);
   }
   CHECK(std::chrono::steady_clock::now() - t0 >= 50ms);
+}
+
+TEST_CASE("a request or a gather whose timeout has passed fails at once with timeout, asking nobody") {
+  troupe::actor_system sys;
+  auto svc = sys.spawn<service>();
+  auto done = std::make_shared<test::latch>(2);
+  auto c = sys.spawn<client>(done);
+  c.tell(start{svc, -1ms});  // negative: a deadline computed as deadline - now() after it passed
+  c.tell(start{svc, 0ms});   // zero has passed too
+  REQUIRE(done->wait(5s));
+  auto st = test::get(c.ask(state_query{}, asio::use_future));
+  CHECK(st.errors == std::vector<std::error_code>{troupe::errc::timeout, troupe::errc::timeout});
+  CHECK(test::get(svc.ask(parked_query{}, asio::use_future)) == 0); // nothing was sent
+
+  std::vector<troupe::actor_ref<service>> refs{svc, sys.spawn<service>()};
+  std::vector<std::future<std::vector<int>>> gathers;
+  gathers.push_back(troupe::gather(refs, compute{1}, -1ms, asio::use_future));
+  gathers.push_back(troupe::gather(refs, compute{1}, std::chrono::steady_clock::now() - 1ms, asio::use_future));
+  for (auto& f : gathers) {
+    REQUIRE(f.wait_for(5s) == std::future_status::ready);
+    try {
+      f.get();
+      FAIL("gather succeeded");
+    } catch (const troupe::error& e) {
+      CHECK(e.code() == troupe::errc::timeout);
+    }
+  }
+  for (auto& r : refs) CHECK(test::get(r.ask(parked_query{}, asio::use_future)) == 0);
+  CHECK(test::get(troupe::gather(refs, load{}, troupe::no_timeout, asio::use_future)).size() == 2);
+  CHECK(test::get(troupe::gather(refs, load{}, std::chrono::steady_clock::now() + 5s, asio::use_future)).size() == 2);
 }
 
 } // namespace core_request_test

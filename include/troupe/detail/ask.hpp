@@ -7,6 +7,9 @@
 #include <troupe/detail/post_counter.hpp>
 #include <troupe/detail/system_state.hpp>
 #include <troupe/detail/turn.hpp>
+#include <troupe/detail/type_name.hpp>
+#include <troupe/error.hpp>
+#include <troupe/timeout.hpp>
 
 #include <asio/associated_executor.hpp>
 
@@ -21,11 +24,6 @@ namespace troupe::detail {
 /// move may not throw.
 template <class M>
 inline constexpr bool movable_message = std::is_nothrow_move_constructible_v<M>;
-
-template <class X>
-inline constexpr bool is_duration = false;
-template <class Rep, class Period>
-inline constexpr bool is_duration<std::chrono::duration<Rep, Period>> = true;
 
 /// What every message type sent must be.
 template <class M>
@@ -47,7 +45,8 @@ constexpr void check_ask() {
 
 /// Makes the ask envelope of `msg` to an actor of type `T` in the system
 /// `s`, lists it with `asker` (the system whose threads the handler needs,
-/// when it is not `s`; null for none), arms its timeout unless `closed()`,
+/// when it is not `s`; null for none), fails it at once if `timeout` has
+/// passed (`timeout_of`), arms its timeout unless `closed()` or unlimited,
 /// and hands it to `enqueue` (which queues it, or completes it with an
 /// error: `cell::enqueue_ask`).
 template <class T, class M, class Handler, class Closed, class Enqueue>
@@ -65,8 +64,19 @@ void initiate_ask_for(system_state& s, system_state* asker, Handler&& h, M&& msg
   // in its posts until queued (a shutdown that closed every inbox waits for
   // the count before it destroys the pool; one that has not yet, is seen
   // closed here).
+  if (expired(timeout)) {
+    // Its deadline passed before it was sent: it fails at once (posted: an
+    // initiating function never completes inline), and nothing is sent (no
+    // slot of a bounded mailbox, no activation of an entity).
+    e->complete(error_ptr(errc::timeout, "ask of " + std::string(type_name<std::decay_t<M>>()) + " to " +
+                                             std::string(type_name<T>()) +
+                                             ": its timeout had passed before it was sent (troupe::no_timeout waits "
+                                             "for ever)"));
+    e->dispose();
+    return;
+  }
   std::optional<post_counter::guard> counted;
-  if (timeout.count() > 0) {
+  if (!unlimited(timeout)) {
     if (!this_turn.in_turn || this_turn.sys != &s) counted.emplace(s.posts);
     if (!closed()) e->arm(s.executor(), timeout);
   }

@@ -56,9 +56,12 @@ public:
 
   /// Enqueues a user message. Never throws.
   std::error_code enqueue(envelope<T>* e) noexcept {
-    if (capacity_ && !reserve()) {
+    if (capacity_ && !take_slot()) {
+      // A stopped actor's count stays where it stopped: say so (and count
+      // the dead letter), as for any tell to a stopped actor.
+      if (closed()) return push(e);
       e->dispose();
-      return errc::mailbox_full;
+      return errc::mailbox_full; // also while a send waits for room: a tell never overtakes it
     }
     return push(e);
   }
@@ -102,7 +105,7 @@ public:
     if (closed()) {
       e->reject(stopped_error());
       e->dispose();
-    } else if (capacity_ && !reserve()) {
+    } else if (capacity_ && !take_slot()) { // (also while a send waits: an ask never overtakes it)
       e->reject(error_ptr(errc::mailbox_full, "mailbox of " + std::string(type_name<T>()) + " is full"));
       e->dispose();
     } else {
@@ -122,26 +125,33 @@ public:
     return e->reject(e->wants_error() ? stopped_error() : std::exception_ptr{});
   }
 
-  /// Enqueues `e`, waiting for room in a bounded mailbox. Returns the
-  /// outcome when it is known at once; otherwise `done` receives it later,
-  /// on the thread that made room (or stopped the actor).
+  /// Enqueues `e`, waiting for room in a bounded mailbox behind every
+  /// sender already waiting. Returns the outcome when it is known at once;
+  /// otherwise `done` receives it later, on the thread that made room (or
+  /// stopped the actor).
   std::optional<std::error_code> enqueue_or_wait(envelope<T>* e, unique_function<void(std::error_code)>& done) {
-    if (!capacity_ || reserve()) return push(e);
+    if (!capacity_ || take_slot()) return push(e);
     auto& x = extras();
+    // The waiter's node is made before the lock (no allocation under the
+    // spinlock) and spliced in under it: once the sender is counted as
+    // waiting, nothing can fail.
+    std::list<cell_extras::waiter> node;
+    node.push_back({e, std::move(done)});
+    bool stopped = false;
     {
       std::lock_guard g(x.lock);
-      if (!x.refuse_waiters) {
-        x.waiting.fetch_add(1, std::memory_order_seq_cst);
-        if (!reserve()) {
-          x.waiters.push_back({e, std::move(done)});
-          return std::nullopt;
-        }
-        x.waiting.fetch_sub(1, std::memory_order_relaxed);
-        return push(e);
+      if (x.refuse_waiters) {
+        stopped = true;
+      } else if (!take_slot_or_wait()) {
+        x.waiters.splice(x.waiters.end(), node); // counted and listed in one critical section
+        return std::nullopt;
       }
     }
-    e->dispose();
-    return errc::actor_stopped;
+    if (stopped) {
+      e->dispose();
+      return errc::actor_stopped;
+    }
+    return push(e); // a slot came free and nobody waits: there is no one to overtake
   }
 
   void request_stop(exit_reason r) override {
@@ -395,10 +405,37 @@ private:
 
   void end_receive(envelope<T>* e, std::exception_ptr ep) noexcept;
 
-  bool reserve() noexcept {
-    if (size_.fetch_add(1, std::memory_order_seq_cst) < capacity_) return true;
-    size_.fetch_sub(1, std::memory_order_relaxed);
+  // A bounded mailbox's one word: its low half counts the slots taken
+  // (messages queued or being pushed), its high half the senders waiting
+  // for one. A waiter puts the word past every capacity, so "a slot is
+  // free and nobody waits" is one comparison; and a release either frees
+  // its slot or hands it to the oldest waiter in one step, so a slot is
+  // never free while anyone waits (one sender's messages keep their order
+  // for every mix of tell, ask and send). Waiting > 0 implies every slot
+  // is taken.
+  static constexpr std::uint64_t one_waiter = std::uint64_t{1} << 32;
+  static constexpr std::uint64_t taken_mask = one_waiter - 1;
+
+  /// tell, ask, and a send's first try: a slot, if one is free and no
+  /// sender waits for one.
+  bool take_slot() noexcept {
+    std::uint64_t v = slots_.load(std::memory_order_relaxed);
+    while (v < capacity_)
+      if (slots_.compare_exchange_weak(v, v + 1, std::memory_order_relaxed, std::memory_order_relaxed)) return true;
     return false;
+  }
+
+  /// Under the extras' lock (a send that found no room): takes a slot if
+  /// one has come free and nobody waits (true), else counts the caller as
+  /// waiting (false). One CAS: it and a release never miss each other.
+  bool take_slot_or_wait() noexcept {
+    std::uint64_t v = slots_.load(std::memory_order_relaxed);
+    for (;;) {
+      const bool room = v < capacity_;
+      if (slots_.compare_exchange_weak(v, room ? v + 1 : v + one_waiter, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed))
+        return room;
+    }
   }
 
   void release_slot() noexcept;
@@ -457,8 +494,8 @@ private:
   }
 
   envelope_base* cache_ = nullptr;
+  std::atomic<std::uint64_t> slots_{0}; // (see take_slot)
   std::uint32_t capacity_;
-  std::atomic<std::uint32_t> size_{0};
   bool in_coroutine_ = false;
   bool receiving_ = false;
   std::atomic<std::uint64_t> awaited_{0};

@@ -82,7 +82,6 @@ struct cell_extras {
     unique_function<void(std::error_code)> done;
   };
   std::list<waiter> waiters; // (a default std::deque allocates: this block must not cost more)
-  std::atomic<std::uint32_t> waiting{0};
 
   // Actor context only.
   timer_set timers;

@@ -50,7 +50,7 @@ void cell<T>::wait_receive(const void* const* tags, std::size_t count, std::chro
   r.done = std::move(done);
   const std::uint64_t generation = ++r.generation;
   receiving_ = true;
-  if (timeout.count() > 0) {
+  if (!unlimited(timeout)) { // (one that had passed never waits: see context::receive)
     if (!r.deadline) r.deadline.emplace(executor());
     r.deadline->expires_after(timeout);
     r.deadline->async_wait([self = cell_ptr<cell>(this), generation](std::error_code ec) {
@@ -168,21 +168,23 @@ void cell<T>::end_receive(envelope<T>* e, std::exception_ptr ep) noexcept {
 
 template <class T>
 void cell<T>::release_slot() noexcept {
-  size_.fetch_sub(1, std::memory_order_seq_cst);
-  auto* x = extras_if_any();
-  if (!x || x->waiting.load(std::memory_order_seq_cst) == 0) return;
-  // Hand the freed room to waiting senders, oldest first.
+  std::uint64_t v = slots_.load(std::memory_order_relaxed);
   for (;;) {
-    cell_extras::waiter w;
-    {
-      std::lock_guard g(x->lock);
-      if (x->waiters.empty() || !reserve()) return;
-      w = std::move(x->waiters.front());
-      x->waiters.pop_front();
-      x->waiting.fetch_sub(1, std::memory_order_relaxed);
+    if (v < one_waiter) { // nobody waits: the slot is free again
+      if (slots_.compare_exchange_weak(v, v - 1, std::memory_order_relaxed, std::memory_order_relaxed)) return;
+    } else if (slots_.compare_exchange_weak(v, v - one_waiter, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      break; // the slot stays taken: it is the oldest waiter's now (never freed, never taken by another)
     }
-    w.done(push(static_cast<envelope<T>*>(w.env)));
   }
+  auto* x = extras_if_any(); // a waiter was counted: its sender made the extras
+  cell_extras::waiter w;
+  {
+    std::lock_guard g(x->lock);
+    if (x->waiters.empty()) return; // a stop took the list
+    w = std::move(x->waiters.front());
+    x->waiters.pop_front();
+  }
+  w.done(push(static_cast<envelope<T>*>(w.env)));
 }
 
 template <class T>
@@ -314,6 +316,7 @@ void cell<T>::finish_stop(bool keep_instance, bool registered) noexcept {
       std::lock_guard g(x->lock);
       x->refuse_waiters = true;
       waiters.swap(x->waiters);
+      slots_.fetch_and(taken_mask, std::memory_order_relaxed); // nobody waits any more
     }
     for (auto& w : waiters) {
       static_cast<envelope<T>*>(w.env)->dispose();
