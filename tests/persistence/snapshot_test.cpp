@@ -368,6 +368,31 @@ TEST_CASE("a failed snapshot load falls back to replaying the whole journal") {
   CHECK(r.state.total == 45);
 }
 
+TEST_CASE("a snapshot load that fails over deleted events fails recovery with the store's error, not as lost events") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto faulty =
+      std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+  {
+    troupe::actor_system sys;
+    auto a = sys.spawn<ledger>(tp::persistence_id{"l-full"}, faulty, every(5, 1, true));
+    for (long i = 1; i <= 7; ++i) test::get(a.ask(add{i}, asio::use_future));
+  }
+  drain(*faulty);
+  REQUIRE(snapshot_seqs(*faulty, "l-full") == std::vector<tp::sequence_nr>{5});
+  REQUIRE(first_event(*faulty, "l-full") == 6);
+  faulty->fail_next_snapshot_loads(1, tp::errc::storage_full);
+  troupe::actor_system sys;
+  auto a = sys.spawn<ledger>(troupe::spawn_options{.supervision = troupe::supervision::stop()},
+                             tp::persistence_id{"l-full"}, faulty, tp::persistence_options{});
+  const auto what = test::get(a.when_stopped(asio::use_future)).what;
+  INFO(what);
+  CHECK(what.find("the snapshots could not be read") != std::string::npos);
+  CHECK(what.find(tp::make_error_code(tp::errc::storage_full).message()) != std::string::npos);
+  CHECK(what.find("are missing") == std::string::npos);
+  // The store itself is fine once it reads again.
+  CHECK(inspect_once(faulty, "l-full").state.total == 28);
+}
+
 TEST_CASE("older versions of an event are upcast through the chain on recovery") {
   auto store = std::make_shared<tp::memory_store>();
   std::vector<tp::event_record> history{

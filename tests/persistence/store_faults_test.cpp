@@ -10,11 +10,14 @@
 #include "../support.hpp"
 #include "temp_dir.hpp"
 
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/persistence/detail/table_check.hpp>
 
 #include <filesystem>
@@ -247,6 +250,67 @@ bool recovers_whole(tp::rocksdb_store& s, const std::string& pid) {
 
 std::string u32_be(std::uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+/// A process forked now (before this one opens the store: no lock, no
+/// RocksDB thread inherited) that opens `path` when told and writes the
+/// next event of "x": `opened` (and wrote), `locked`, or `failed`.
+class second_process {
+public:
+  enum result { opened = 0, locked = 10, failed = 3 };
+  explicit second_process(std::string path) {
+    REQUIRE(pipe(go_) == 0);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      char c;
+      if (read(go_[0], &c, 1) != 1) _exit(failed);
+      int rc = opened;
+      try {
+        tp::rocksdb_store s(path);
+        if (s.write("x", one(s.highest_sequence_nr("x") + 1, "from the second process"))) rc = failed;
+      } catch (const troupe::error& e) {
+        rc = e.code() == tp::errc::store_locked ? locked : failed;
+      }
+      _exit(rc);
+    }
+  }
+  second_process(const second_process&) = delete;
+  second_process& operator=(const second_process&) = delete;
+  result try_open() {
+    char c = 1;
+    REQUIRE(write(go_[1], &c, 1) == 1);
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, 0) == pid_);
+    REQUIRE(WIFEXITED(status));
+    done_ = true;
+    return static_cast<result>(WEXITSTATUS(status));
+  }
+  ~second_process() {
+    if (done_) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+
+private:
+  int go_[2];
+  pid_t pid_;
+  bool done_ = false;
+};
+
+/// The code `f` returns or throws (as a `troupe::error`).
+template <class F>
+std::error_code code_of(F f) {
+  try {
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      return {};
+    } else {
+      return f();
+    }
+  } catch (const troupe::error& e) {
+    return e.code();
+  }
 }
 
 } // namespace
@@ -1049,6 +1113,188 @@ TEST_CASE("a real full disk (a small tmpfs) gives storage_full, the process live
     seen = e.seq;
   }));
   CHECK(seen >= acknowledged + 1);
+}
+
+TEST_CASE("a store reached through a bind mount is the same store: the second open is refused, and the first keeps "
+          "its lock against other processes") {
+  test::temp_dir dir;
+  const auto a = dir.path / "a", b = dir.path / "b";
+  fs::create_directories(a);
+  fs::create_directories(b);
+  if (mount(a.c_str(), b.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    WARN("skipped: cannot bind-mount here (needs root or CAP_SYS_ADMIN): " << std::strerror(errno));
+    return;
+  }
+  struct unmount {
+    std::string p;
+    ~unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount_at_end{b.string()};
+  second_process other(a.string()); // forked before anything is open
+  tp::rocksdb_store first(a.string());
+  REQUIRE(!first.write("x", one(1)));
+  auto e = open_error(b.string()); // the same directory by another path
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::store_locked);
+  CHECK_THAT(std::string(e->what()), Catch::Contains(a.string()));
+  CHECK(other.try_open() == second_process::locked);
+  CHECK(!first.write("x", one(2)));
+  CHECK(first.highest_sequence_nr("x") == 2);
+}
+
+TEST_CASE("a store reached by a second path without a mount (its directory moved, a link left) is the same store") {
+  test::temp_dir dir;
+  const auto a = dir.path / "a", b = dir.path / "b";
+  fs::create_directories(a);
+  second_process other(a.string());
+  tp::rocksdb_store first(a.string());
+  REQUIRE(!first.write("x", one(1)));
+  fs::rename(a, b);
+  fs::create_directory_symlink(b, a); // the first store's later files go through it
+  auto e = open_error(b.string());
+  REQUIRE(e);
+  CHECK(e->code() == tp::errc::store_locked);
+  CHECK(other.try_open() == second_process::locked);
+  CHECK(!first.write("x", one(2)));
+}
+
+TEST_CASE("a store stays locked against other processes whatever this process opens and closes in its directory") {
+  test::temp_dir dir;
+  fs::create_directories(dir.path);
+  second_process other(dir.str());
+  tp::rocksdb_store s(dir.str());
+  REQUIRE(!s.write("x", one(1)));
+  { std::ifstream lock(dir.path / "LOCK"); } // a close of any descriptor of it drops the process's fcntl locks
+  (void)troupe::persistence::detail::lock_holder(dir.str());
+  CHECK(other.try_open() == second_process::locked);
+  CHECK(!s.write("x", one(2)));
+}
+
+TEST_CASE("a store whose reopen failed on a full disk stays locked against other processes") {
+  test::temp_dir dir;
+  fs::create_directories(dir.path);
+  second_process other(dir.str());
+  auto faults = std::make_shared<faulty_file_system>(7);
+  tp::rocksdb_options o;
+  o.file_system = faults;
+  tp::rocksdb_store s(dir.str(), o);
+  REQUIRE(!s.write("x", one(1)));
+  faults->fill_disk();
+  CHECK(s.write("x", one(2)) == tp::errc::storage_full); // RocksDB stops
+  CHECK(s.write("x", one(2)) == tp::errc::storage_full); // its reopen fails: the database is closed
+  CHECK(other.try_open() == second_process::locked);
+  faults->clear();
+  CHECK(!write_once_recovered(s, "x", 2));
+  CHECK(s.highest_sequence_nr("x") == 2);
+}
+
+TEST_CASE("after a failed reopen on a full disk, reads say storage_full and bring the store back by themselves") {
+  test::temp_dir dir;
+  auto faults = std::make_shared<faulty_file_system>(7);
+  tp::rocksdb_options o;
+  o.file_system = faults;
+  tp::rocksdb_store s(dir.str(), o);
+  auto t = s.open_table("t");
+  REQUIRE(!s.write("p", one(1), {tp::table_write::put(t, "k", "v")}));
+  faults->fill_disk();
+  CHECK(s.write("p", one(2)) == tp::errc::storage_full); // RocksDB stops
+  CHECK(s.write("p", one(2)) == tp::errc::storage_full); // the reopen fails: closed
+  std::optional<std::string> v;
+  // Every operation fails with storage_full while the disk is full, none with another code.
+  std::vector<std::pair<std::string, std::error_code>> codes{
+      {"get", s.get(t, "k", v)},
+      {"scan", s.scan(t, "", [](std::string_view, std::string_view) { return true; })},
+      {"replay", s.replay("p", 1, tp::max_sequence_nr, 10, [](const tp::event_record&) {})},
+      {"highest_sequence_nr", code_of([&] { (void)s.highest_sequence_nr("p"); })},
+      {"load_snapshot", code_of([&] {
+         std::optional<tp::snapshot_record> r;
+         return s.load_snapshot("p", {}, r);
+       })},
+      {"open_table", code_of([&] { (void)s.open_table("another"); })},
+      {"write", s.write("p", one(2))},
+      {"drop_expired", s.drop_expired(t)},
+  };
+  for (auto& [op, ec] : codes) {
+    INFO(op << ": " << ec.message());
+    CHECK(ec == tp::errc::storage_full);
+  }
+  // Reading only: the reads themselves retry the reopen, at the writes' pace.
+  const auto before = faults->injected();
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(400); std::chrono::steady_clock::now() < end;)
+    (void)s.get(t, "k", v);
+  const auto faults_seen = faults->injected() - before;
+  CHECK(faults_seen >= 1);  // reopens were tried by reads
+  CHECK(faults_seen < 200); // and not once per read
+  faults->clear();
+  const auto batches = s.batches_written();
+  CHECK(test::eventually([&] { return !s.get(t, "k", v) && v == "v"; }, std::chrono::seconds(5)));
+  CHECK(s.highest_sequence_nr("p") == 1);
+  CHECK(s.batches_written() == batches); // no write was needed
+}
+
+TEST_CASE("a write stopped behind a background error of no space is storage_full") {
+  namespace d = troupe::persistence::detail;
+  const auto bg = rocksdb::Status::NoSpace("While appending to file", "000012.sst");
+  CHECK(d::write_code(rocksdb::Status::Incomplete(bg.ToString()), true) == tp::errc::storage_full);
+  CHECK(d::write_code(rocksdb::Status::Incomplete("stall"), false) == tp::errc::storage_failure);
+  CHECK(d::write_code(rocksdb::Status::SpaceLimit(), false) == tp::errc::storage_full);
+  CHECK(d::status_code(rocksdb::Status::SpaceLimit()) == tp::errc::storage_full);
+  CHECK(d::write_code(rocksdb::Status::IOError("x"), false) == tp::errc::storage_failure);
+}
+
+TEST_CASE("on a real full disk (a small tmpfs) a store that only reads comes back by itself once space returns") {
+  test::temp_dir dir;
+  fs::create_directories(dir.path);
+  if (mount("tmpfs", dir.str().c_str(), "tmpfs", 0, "size=24m") != 0) {
+    WARN("skipped: cannot mount a tmpfs here (needs root): " << std::strerror(errno));
+    return;
+  }
+  struct unmount {
+    std::string p;
+    ~unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount_at_end{dir.str()};
+  const auto filler = dir.path / "filler";
+  std::ofstream(filler) << std::string(4 << 20, 'f');
+  tp::rocksdb_store s((dir.path / "store").string());
+  const std::string payload(4000, 'p');
+  tp::sequence_nr acknowledged = 0;
+  std::error_code failure;
+  while (acknowledged < 100'000 && !(failure = s.write("p", one(acknowledged + 1, payload)))) ++acknowledged;
+  REQUIRE(failure == tp::errc::storage_full);
+  // Every byte left taken too: the store's reopen cannot write its files.
+  {
+    const auto tight = dir.path / "tight";
+    const int fd = ::open(tight.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    const std::string block(4096, 't');
+    while (::write(fd, block.data(), block.size()) > 0) {
+    }
+    while (::write(fd, block.data(), 1) > 0) {
+    }
+    ::close(fd);
+  }
+  // Writes and reads go on; whatever fails says storage_full (reads fail
+  // too while a reopen failed and left the store closed).
+  std::error_code read_code;
+  for (int i = 0; i < 50; ++i) {
+    const auto wec = s.write("p", one(acknowledged + 1, payload));
+    if (!wec) ++acknowledged; // (a reopen may make room for one)
+    CHECK((!wec || wec == tp::errc::storage_full));
+    const auto rec = code_of([&] { (void)s.highest_sequence_nr("p"); });
+    CHECK((!rec || rec == tp::errc::storage_full));
+    if (rec) read_code = rec;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20)); // across the reopen's backoff
+  }
+  if (!read_code) WARN("the store's reopens did not fail on this tmpfs: reads were never refused");
+  fs::remove(filler);
+  fs::remove(dir.path / "tight");
+  // From here on nothing writes.
+  tp::sequence_nr highest = 0;
+  CHECK(test::eventually([&] { return !code_of([&] { highest = s.highest_sequence_nr("p"); }); },
+                         std::chrono::seconds(10)));
+  CHECK(highest >= acknowledged);
+  tp::sequence_nr seen = 0;
+  CHECK(!s.replay("p", 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { seen = e.seq; }));
+  CHECK(seen >= acknowledged);
 }
 
 TEST_CASE("salvage opens a store with a damaged WAL, names what it dropped, and never hands out a dropped number "

@@ -373,7 +373,7 @@ private:
 
   void refuse_if_failed() const {
     if (failed_)
-      throw error(errc::storage_failure,
+      throw error(failed_code_ == errc::storage_full ? errc::storage_full : errc::storage_failure,
                   "persisting to " + id_ + " refused: an earlier write failed; the actor must restart and recover");
   }
 
@@ -410,7 +410,10 @@ private:
                                                         : errc::storage_failure;
       // Whether a failed write reached the disk is unknown: this instance
       // writes nothing more, even if the handler catches the error.
-      if (code == errc::storage_failure || code == errc::storage_full) failed_ = true;
+      if (code == errc::storage_failure || code == errc::storage_full) {
+        failed_ = true;
+        failed_code_ = code; // a later refusal says why (a full disk stays storage_full)
+      }
       auto what = "persisting to " + id_ + " failed: " + ec.message();
       if (code == errc::storage_failure || code == errc::storage_full)
         if (auto more = journal_->last_failure(); !more.empty()) what += " (" + more + ")";
@@ -441,6 +444,7 @@ private:
   sequence_nr seq_ = 0;
   sequence_nr recovered_snapshot_ = 0;
   bool failed_ = false;
+  errc failed_code_ = errc::storage_failure;
   std::optional<batch> batch_;
 };
 

@@ -18,6 +18,7 @@
 #include <troupe/persistence/detail/rocksdb_expiry.hpp>
 #include <troupe/persistence/detail/rocksdb_format.hpp>
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
+#include <troupe/persistence/detail/store_lock.hpp>
 #include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/persistence/detail/rocksdb_salvage.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
@@ -77,21 +78,9 @@ public:
   /// - `storage_full`, or `storage_failure` for any other failure, with
   ///   RocksDB's message.
   explicit rocksdb_store(const std::string& path, rocksdb_options options = {})
-      : options_(std::move(options)), path_(path) {
-    if (options_.id_cache == 0)
-      throw error(troupe::errc::invalid_argument, "rocksdb_options::id_cache must be at least 1");
-    std::error_code ec;
-    registered_ = std::filesystem::weakly_canonical(path, ec).string();
-    if (ec || registered_.empty()) registered_ = path;
+      : options_(checked(std::move(options))), path_(path), lock_(path, options_.create_if_missing) {
     if (options_.file_system) env_ = rocksdb::NewCompositeEnv(options_.file_system);
-    if (!detail::open_stores::add(registered_))
-      throw error(errc::store_locked, "cannot open store " + path + ": this process has it open already");
-    try {
-      open();
-    } catch (...) {
-      detail::open_stores::remove(registered_);
-      throw;
-    }
+    open();
   }
 
   rocksdb_store(const rocksdb_store&) = delete;
@@ -99,8 +88,7 @@ public:
 
   ~rocksdb_store() {
     writer_.reset(); // writes what is queued
-    close_db();
-    detail::open_stores::remove(registered_);
+    close_db();      // (the directory's lock goes after: with lock_)
   }
 
   /// The persistence IDs its live actors hold (one actor per ID).
@@ -149,7 +137,7 @@ public:
     std::lock_guard g(tables_mutex_);
     if (auto t = registry_.find(name)) return *t;
     auto r = read_db();
-    if (!r.db) throw error(errc::storage_failure, "cannot create table " + std::string(name) + ": " + last_failure());
+    if (!r.db) throw error(r.ec, "cannot create table " + std::string(name) + ": " + last_failure());
     rocksdb::ColumnFamilyHandle* h = nullptr;
     auto st = r.db->CreateColumnFamily(table_options(name), std::string(name), &h);
     if (!st.ok())
@@ -178,7 +166,7 @@ public:
   std::error_code drop_expired(table t) {
     if (!is_table(t)) return troupe::errc::invalid_argument;
     auto r = read_db();
-    if (!r.db) return errc::storage_failure;
+    if (!r.db) return r.ec;
     rocksdb::CompactRangeOptions o;
     o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
     auto st = r.db->CompactRange(o, layout_.table_cf(t), nullptr, nullptr);
@@ -255,7 +243,7 @@ public:
     out.reset();
     if (!is_table(t)) return troupe::errc::invalid_argument;
     auto r = read_db();
-    if (!r.db) return errc::storage_failure;
+    if (!r.db) return r.ec;
     auto* cf = layout_.table_cf(t);
     std::string v;
     auto st = r.db->Get(rocksdb::ReadOptions{}, cf, rocksdb::Slice(key.data(), key.size()), &v);
@@ -295,7 +283,7 @@ public:
   std::error_code scan_from(table t, std::string_view prefix, std::string_view from, F&& f) {
     if (!is_table(t)) return troupe::errc::invalid_argument;
     auto r = read_db();
-    if (!r.db) return errc::storage_failure;
+    if (!r.db) return r.ec;
     auto* cf = layout_.table_cf(t);
     // Bounded at the prefix's end: a prefix whose keys were all deleted is
     // not read past (the iterator would skip every deletion that follows,
@@ -336,7 +324,7 @@ public:
     rocksdb::Slice upper(end);
     if (!end.empty()) ro.iterate_upper_bound = &upper;
     auto r = read_db();
-    if (!r.db) return errc::storage_failure;
+    if (!r.db) return r.ec;
     std::unique_ptr<rocksdb::Iterator> it(r.db->NewIterator(ro, journal_cf()));
     std::uint64_t n = 0;
     event_record e;
@@ -367,7 +355,7 @@ public:
   sequence_nr highest_sequence_nr(std::string_view pid) {
     detail::check_pid(pid);
     auto r = read_db();
-    if (!r.db) throw error(errc::storage_failure, last_failure());
+    if (!r.db) throw error(r.ec, last_failure());
     return layout_.read_highest(detail::id_prefix(pid));
   }
 
@@ -493,23 +481,40 @@ private:
   /// On the writer thread, when RocksDB cannot resume after a failed write
   /// (a failure during its own recovery, the disk still full, leaves it
   /// stopped for good): closes and opens the database again, which replays
-  /// the WAL, so everything acknowledged is there. Reads wait meanwhile;
-  /// if the open fails, they fail until a later write's reopen succeeds.
+  /// the WAL, so everything acknowledged is there. Reads wait meanwhile; if
+  /// the open fails, reads as well as writes try it again (with the same
+  /// backoff), and fail with its code (`storage_full` for a full disk) until
+  /// it succeeds.
   rocksdb::Status reopen() {
     std::unique_lock l(db_mutex_);
     close_db();
+    background_->reset();
     return open_db(registry_.names(), false);
   }
 
-  /// Shared access to the database for a read: null (and a failure noted)
-  /// when it is closed after a failed reopen.
+  /// Shared access to the database for a read: null, with the failed
+  /// reopen's code, when it is closed after a failed reopen (a read asks
+  /// the writer to try again first, as a write would).
   struct read_access {
     std::shared_lock<std::shared_mutex> lock;
     rocksdb::DB* db;
+    std::error_code ec; // when db is null: why
   };
   read_access read_db() {
-    read_access r{std::shared_lock(db_mutex_), db_.get()};
-    if (!r.db) failures_.set("store " + path_ + " is closed after a failure; the next write reopens it");
+    {
+      read_access r{std::shared_lock(db_mutex_), db_.get(), {}};
+      if (r.db) return r;
+    }
+    // Closed: ask the writer thread for a reopen (its backoff decides; it
+    // alone reopens, so its caches are dropped with the database). Not
+    // from the writer thread itself, which is the one to reopen.
+    std::error_code tried;
+    if (writer_ && !writer_->on_writer_thread()) tried = writer_->reopen_if_closed();
+    read_access r{std::shared_lock(db_mutex_), db_.get(), {}};
+    if (!r.db) {
+      r.ec = writer_ ? writer_->closed_error() : std::error_code(errc::storage_failure);
+      if (!r.ec) r.ec = tried ? tried : std::error_code(errc::storage_failure);
+    }
     return r;
   }
 
@@ -558,12 +563,20 @@ private:
     return detail::status_code(st);
   }
 
+  static rocksdb_options checked(rocksdb_options o) {
+    if (o.id_cache == 0) throw error(troupe::errc::invalid_argument, "rocksdb_options::id_cache must be at least 1");
+    return o;
+  }
+
   rocksdb_options options_;
   std::string path_;
-  std::string registered_; // in detail::open_stores
+  /// Held from before anything reads the store until it is destroyed,
+  /// across reopens (RocksDB's own LOCK is not: see store_lock.hpp).
+  detail::store_lock lock_;
   std::unique_ptr<rocksdb::Env> env_; // over options_.file_system
   std::shared_ptr<detail::store_logger> logger_;
   std::shared_ptr<detail::compaction_counter> compactions_ = std::make_shared<detail::compaction_counter>();
+  std::shared_ptr<detail::background_errors> background_ = std::make_shared<detail::background_errors>();
   detail::failure_note failures_;
   detail::live_ids live_ids_;
   std::vector<std::string> salvaged_;

@@ -57,7 +57,10 @@ public:
   /// event.
   void fail_next_replays(int n) noexcept { failing_replays_.store(n); }
   /// The next `n` snapshot loads fail with `storage_failure`.
-  void fail_next_snapshot_loads(int n) noexcept { failing_loads_.store(n); }
+  void fail_next_snapshot_loads(int n, persistence::errc code = persistence::errc::storage_failure) noexcept {
+    load_code_.store(static_cast<int>(code));
+    failing_loads_.store(n);
+  }
   /// Every write is acknowledged `d` after the inner journal acknowledged it
   /// (zero: at once).
   void delay_writes(std::chrono::milliseconds d) noexcept { delay_ms_.store(d.count()); }
@@ -130,7 +133,7 @@ public:
   std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c,
                                 std::optional<snapshot_record>& out) override {
     out.reset();
-    if (take(failing_loads_)) return persistence::errc::storage_failure;
+    if (take(failing_loads_)) return static_cast<persistence::errc>(load_code_.load());
     return inner_->load_snapshot(pid, c, out);
   }
 
@@ -151,6 +154,7 @@ private:
   std::atomic<int> rejected_writes_{0};
   std::atomic<int> failing_replays_{0};
   std::atomic<int> failing_loads_{0};
+  std::atomic<int> load_code_{static_cast<int>(persistence::errc::storage_failure)};
   std::atomic<std::int64_t> delay_ms_{0};
   /// The timer thread, shared with the delayed completions under way. The
   /// last of them may end on the thread itself: then it is joined from a

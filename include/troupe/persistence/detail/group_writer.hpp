@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -72,9 +73,10 @@ public:
   /// `reopen` closes and opens the database again (on this thread), after
   /// a failed write.
   group_writer(const rocksdb_layout& layout, rocksdb::WriteOptions options, std::size_t id_cache,
-               failure_note& failures, troupe::detail::unique_function<rocksdb::Status()> reopen)
+               failure_note& failures, troupe::detail::unique_function<rocksdb::Status()> reopen,
+               std::shared_ptr<const background_errors> background = nullptr)
       : layout_(layout), write_options_(options), id_cache_(id_cache), failures_(failures),
-        reopen_(std::move(reopen)) {
+        reopen_(std::move(reopen)), background_(std::move(background)) {
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "troupe-writer"); // in top, perf, gdb
       loop();
@@ -115,6 +117,25 @@ public:
     if (stopping_) return;
     for (auto& w : tables) later_.push_back(std::move(w));
     wake_.notify_one();
+  }
+
+  /// The code of the last failed reopen while it leaves the database
+  /// closed; none otherwise.
+  std::error_code closed_error() const noexcept {
+    const int v = closed_.load(std::memory_order_acquire);
+    return v ? std::error_code(v, persistence::error_category()) : std::error_code{};
+  }
+  bool on_writer_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
+
+  /// Asks for a reopen of a database that a failed reopen left closed, with
+  /// the backoff of a write (at most one attempt per interval: an empty
+  /// request, which writes nothing); blocks until it was tried or declined.
+  /// Not on the writer thread.
+  std::error_code reopen_if_closed() {
+    std::promise<std::error_code> p;
+    auto f = p.get_future();
+    submit({{}, {}, {}, {}, [&p](std::error_code ec) { p.set_value(ec); }});
+    return f.get();
   }
 
   /// Queues `extra` and blocks until its operations are durable (or failed).
@@ -288,7 +309,7 @@ private:
       events_.fetch_add(events, std::memory_order_relaxed);
       records_.fetch_add(batch_.Count(), std::memory_order_relaxed);
     } else {
-      ec = st.IsNoSpace() ? errc::storage_full : errc::storage_failure;
+      ec = write_code(st, background_ && background_->no_space());
       failures_.set("writing to the store failed, nothing of the write was acknowledged: " + st.ToString());
       // Nothing was written: roll the highest numbers back (in reverse, so
       // an ID with several requests gets the first one's).
@@ -323,10 +344,12 @@ private:
       failed_ = false;
       last_error_ = {};
       interval_ = retry_interval;
+      closed_.store(0, std::memory_order_release);
       return {};
     }
     interval_ = std::min(interval_ * 2, max_retry_interval);
-    last_error_ = st.IsNoSpace() ? errc::storage_full : errc::storage_failure;
+    last_error_ = write_code(st, background_ && background_->no_space());
+    closed_.store(last_error_.value(), std::memory_order_release);
     failures_.set("the store stopped after a failed write, and reopening it failed: " + st.ToString());
     return last_error_;
   }
@@ -388,6 +411,8 @@ private:
   const std::size_t id_cache_;
   failure_note& failures_;
   troupe::detail::unique_function<rocksdb::Status()> reopen_;
+  std::shared_ptr<const background_errors> background_;
+  std::atomic<int> closed_{0}; // a failed reopen's code while the database is closed
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -93,7 +93,7 @@ public:
       pipeline.abandon();
       auto what = "cannot read the journal: " + ec.message();
       if (auto more = journal_.last_failure(); !more.empty()) what += " (" + more + ")";
-      throw error(ec == errc::corrupt_record ? errc::corrupt_record : errc::storage_failure,
+      throw error(ec == errc::corrupt_record || ec == errc::storage_full ? ec : std::error_code(errc::storage_failure),
                   failure(expected, {}, what));
     }
     pipeline.finish();
@@ -119,6 +119,14 @@ private:
   /// Events `from` to `to` are not in the journal: when a snapshot that
   /// would have covered them could not be used, that is the error to name.
   void missing(sequence_nr from, sequence_nr to) {
+    // The snapshots could not be read at all (the store failed): the events
+    // are missing because a snapshot replaced them, and the failure is the
+    // store's, not a loss.
+    if (load_failed_ && !out_.snapshot)
+      throw error(load_failed_ == errc::storage_full ? errc::storage_full : errc::storage_failure,
+                  failure(from, {},
+                          "the snapshots could not be read (" + load_failed_.message() + ") and events " +
+                              std::to_string(from) + " to " + std::to_string(to) + " were deleted"));
     if (unreadable_ && unreadable_->first >= from)
       throw error(errc::snapshot_unreadable,
                   failure(unreadable_->first, {},
@@ -149,7 +157,10 @@ private:
     std::optional<snapshot_record> s;
     for (;;) {
       auto ec = journal_.load_snapshot(pid_, c, s);
-      if (!s) return;
+      if (!s) {
+        if (ec) load_failed_ = ec;
+        return;
+      }
       if (!ec) {
         try {
           if (auto state = decode_state<State>(*s)) {
@@ -231,6 +242,8 @@ private:
   const persistence_options* options_;
   /// The newest snapshot that could not be used, and why.
   std::optional<std::pair<sequence_nr, std::string>> unreadable_;
+  /// A snapshot load that failed without naming a snapshot (the store failed).
+  std::error_code load_failed_;
   boost::json::parser parser_{{}, json_text_options()}; // strings read as the bytes written
   recovered<State> out_;
 };

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -170,14 +172,27 @@ private:
     }
     const auto tmp = file.string() + ".tmp";
     {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << current << "\n";
-      if (!out.flush()) throw error(errc::storage_failure, "cannot write " + tmp);
+      // With write(2), not a stream: its errno says whether the disk is full.
+      const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) fail_io("cannot write " + tmp, errno);
+      const std::string text = std::to_string(current) + "\n";
+      const auto n = ::write(fd, text.data(), text.size());
+      const int e = n < 0 ? errno : ENOSPC; // a short write to a regular file: no space
+      if (n != static_cast<ssize_t>(text.size()) || ::fsync(fd) != 0) {
+        const int err = n == static_cast<ssize_t>(text.size()) ? errno : e;
+        ::close(fd);
+        fail_io("cannot write " + tmp, err);
+      }
+      ::close(fd);
     }
-    sync_path(tmp);
     std::filesystem::rename(tmp, file, ec);
-    if (ec) throw error(errc::storage_failure, "cannot write " + file.string() + ": " + ec.message());
+    if (ec) fail_io("cannot write " + file.string(), ec.value());
     sync_path(path_);
+  }
+
+  [[noreturn]] static void fail_io(const std::string& what, int e) {
+    throw error(e == ENOSPC || e == EDQUOT ? errc::storage_full : errc::storage_failure,
+                what + ": " + std::strerror(e));
   }
 
   static void sync_path(const std::string& p) {

@@ -8,6 +8,7 @@
 #include <troupe/persistence/error.hpp>
 
 #include <rocksdb/env.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/status.h>
 
 #include <fcntl.h>
@@ -21,7 +22,7 @@
 #include <ctime>
 #include <filesystem>
 #include <mutex>
-#include <set>
+#include <atomic>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -32,8 +33,37 @@ namespace troupe::persistence::detail {
 /// record's or the store's) for a corruption, `storage_failure` otherwise.
 inline std::error_code status_code(const rocksdb::Status& st, errc corrupt = errc::corrupt_record) noexcept {
   if (st.ok()) return {};
-  if (st.IsNoSpace()) return errc::storage_full;
+  if (st.IsNoSpace() || (st.IsIOError() && st.subcode() == rocksdb::Status::kSpaceLimit)) return errc::storage_full;
   if (st.IsCorruption()) return corrupt;
+  return errc::storage_failure;
+}
+
+/// Whether RocksDB's standing background error is a lack of space (set on
+/// its background threads; kept across reopens).
+class background_errors final : public rocksdb::EventListener {
+public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Status* e) override {
+    if (e && !e->ok()) no_space_.store(status_code(*e) == errc::storage_full, std::memory_order_relaxed);
+  }
+  void OnErrorRecoveryEnd(const rocksdb::BackgroundErrorRecoveryInfo& i) override {
+    if (i.new_bg_error.ok()) no_space_.store(false, std::memory_order_relaxed);
+  }
+  bool no_space() const noexcept { return no_space_.load(std::memory_order_relaxed); }
+  void reset() noexcept { no_space_.store(false, std::memory_order_relaxed); }
+
+private:
+  std::atomic<bool> no_space_{false};
+};
+
+/// A failed write's or reopen's code: `storage_full` for any lack of space,
+/// also when RocksDB reports it wrapped (a write stopped behind a
+/// background error of no space comes back as `Incomplete`; an `IOError`
+/// without subcode while such an error stands).
+inline std::error_code write_code(const rocksdb::Status& st, bool background_no_space) noexcept {
+  if (st.ok()) return {};
+  if (status_code(st) == errc::storage_full) return errc::storage_full;
+  if (background_no_space && (st.IsIncomplete() || (st.IsIOError() && st.subcode() == rocksdb::Status::kNone)))
+    return errc::storage_full;
   return errc::storage_failure;
 }
 
@@ -124,7 +154,9 @@ private:
 };
 
 /// The process holding the lock of the store at `dir` (RocksDB's `LOCK`
-/// file, an fcntl lock), or 0 if none does.
+/// file, an fcntl lock), or 0 if none does. Only while this process holds
+/// no store of `dir`: closing its descriptor drops this process's fcntl
+/// locks on that file (see store_lock.hpp).
 inline pid_t lock_holder(const std::string& dir) {
   const auto lock = dir + "/LOCK";
   const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
@@ -136,30 +168,5 @@ inline pid_t lock_holder(const std::string& dir) {
   ::close(fd);
   return held ? fl.l_pid : 0;
 }
-
-/// The stores this process has open, by canonical path: an fcntl lock does
-/// not tell a process about its own.
-class open_stores {
-public:
-  /// Registers `dir`; false if this process has it open already.
-  static bool add(const std::string& dir) {
-    std::lock_guard g(mutex());
-    return set().insert(dir).second;
-  }
-  static void remove(const std::string& dir) {
-    std::lock_guard g(mutex());
-    set().erase(dir);
-  }
-
-private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::set<std::string>& set() {
-    static std::set<std::string> s;
-    return s;
-  }
-};
 
 } // namespace troupe::persistence::detail

@@ -9,6 +9,9 @@ namespace troupe::persistence {
 
 inline void rocksdb_store::open() {
   namespace fs = std::filesystem;
+  // The directory is ours (lock_); a process that keeps only RocksDB's LOCK
+  // (an older troupe, RocksDB's own tools) is named here. Safe: no store of
+  // this process holds this directory, so this check's close drops no lock.
   if (auto holder = detail::lock_holder(path_))
     throw error(errc::store_locked,
                 "cannot open store " + path_ + ": locked by another process (pid " + std::to_string(holder) + ")");
@@ -32,9 +35,6 @@ inline void rocksdb_store::open() {
     auto st = rocksdb::DB::ListColumnFamilies(db_options(), path_, &existing);
     if (!st.ok()) fail_open(st, "cannot read its column families");
     format.refuse_newer(db_options(), existing);
-  } else if (options_.create_if_missing) {
-    fs::create_directories(path_, fec);
-    if (fec) throw error(errc::storage_failure, "cannot create store " + path_ + ": " + fec.message());
   }
   // From here on the store is of a format this code reads.
   logger_ = std::make_shared<detail::store_logger>(path_ + "/LOG");
@@ -69,7 +69,7 @@ inline void rocksdb_store::open() {
     close_db();
     throw;
   }
-  writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); });
+  writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); }, background_);
 }
 
 inline void rocksdb_store::refuse_damaged_wal() const {
@@ -141,6 +141,7 @@ inline rocksdb::Status rocksdb_store::open_db(const std::vector<std::string>& ta
   auto o = db_options();
   o.info_log = logger_;
   o.listeners.push_back(compactions_);
+  o.listeners.push_back(background_);
   o.create_if_missing = options_.create_if_missing;
   o.create_missing_column_families = true;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
@@ -188,7 +189,7 @@ inline std::error_code rocksdb_store::load_snapshot(std::string_view pid, const 
   if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
   const auto prefix = detail::id_prefix(pid);
   auto r = read_db();
-  if (!r.db) return errc::storage_failure;
+  if (!r.db) return r.ec;
   const rocksdb::Slice lower(prefix); // not read past into the IDs before
   rocksdb::ReadOptions ro;
   ro.iterate_lower_bound = &lower;
@@ -218,7 +219,7 @@ inline std::error_code rocksdb_store::delete_snapshots(std::string_view pid, con
   if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
   const auto prefix = detail::id_prefix(pid);
   auto r = read_db();
-  if (!r.db) return errc::storage_failure;
+  if (!r.db) return r.ec;
   const auto end = detail::prefix_end(prefix); // not read past into the IDs after
   const rocksdb::Slice upper(end);
   rocksdb::ReadOptions ro;

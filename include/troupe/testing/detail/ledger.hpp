@@ -3,6 +3,7 @@
 // A simulator's per-key records, in memory and optionally in a RocksDB
 // database of its own (as a real provider has its own database).
 
+#include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/json.hpp>
@@ -43,7 +44,7 @@ public:
     o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
     rocksdb::DB* db = nullptr;
     auto st = rocksdb::DB::Open(o, path, &db);
-    if (!st.ok()) throw error(persistence::errc::storage_failure, "simulator database " + path + ": " + st.ToString());
+    if (!st.ok()) throw error(persistence::detail::status_code(st), "simulator database " + path + ": " + st.ToString());
     db_.reset(db);
   }
 
@@ -54,7 +55,7 @@ public:
       std::string v;
       auto st = db_->Get(rocksdb::ReadOptions{}, key, &v);
       if (st.IsNotFound()) return std::nullopt;
-      if (!st.ok()) throw error(persistence::errc::storage_failure, "simulator database: " + st.ToString());
+      if (!st.ok()) throw error(persistence::detail::status_code(st), "simulator database: " + st.ToString());
       return persistence::from_json_text<entry>(v);
     }
     auto it = entries_.find(key);
@@ -68,7 +69,7 @@ public:
       w.sync = sync_;
       w.disableWAL = !wal_;
       auto st = db_->Put(w, key, persistence::to_json_text(e));
-      if (!st.ok()) throw error(persistence::errc::storage_failure, "simulator database: " + st.ToString());
+      if (!st.ok()) throw error(persistence::detail::status_code(st), "simulator database: " + st.ToString());
       return;
     }
     entries_[key] = std::move(e);
