@@ -18,6 +18,7 @@
 #include <iostream>
 #include <poll.h>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <sys/wait.h>
@@ -147,7 +148,8 @@ int run(int argc, char** argv) {
   auto fail = [&](const std::string& what) {
     if (++failures <= 20) std::cout << "FAILED (seed " << seed << "): " << what << std::endl;
   };
-  tp::rocksdb_store store(dir.string());
+  auto store_ptr = std::make_unique<tp::rocksdb_store>(dir.string());
+  auto& store = *store_ptr;
   std::map<std::string, int> effects; // delivery ID -> receiver events
   for (int r = 0; r < 2; ++r) {
     const std::string rid = "r" + std::to_string(r);
@@ -177,6 +179,7 @@ int run(int argc, char** argv) {
   }
   for (auto& [id, n] : effects)
     if (n != 1) fail(id + ": effect applied " + std::to_string(n) + " times");
+  store_ptr.reset(); // closed before its files go (its threads may still be deleting some)
   std::filesystem::remove_all(dir);
   if (failures) {
     std::cout << failures << " invariant violations (seed " << seed << ")" << std::endl;

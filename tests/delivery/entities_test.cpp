@@ -8,13 +8,19 @@
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/persistence/resume.hpp>
 #include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/testing/faulty_file_system.hpp>
+#include <troupe/testing/faulty_journal.hpp>
 
 #include "../persistence/temp_dir.hpp"
 #include "../support.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -150,6 +156,31 @@ std::shared_ptr<tp::journal> memory_journal() {
   return std::make_shared<tp::journal_of<tp::memory_store>>(std::make_shared<tp::memory_store>());
 }
 
+/// The senders with a delivery recorded as unconfirmed and no mark in the
+/// work index (after a crash, `resume` would never activate them).
+std::vector<std::string> unmarked_senders(tp::journal& j) {
+  const auto t = td::detail::tables::of(j);
+  std::set<std::string> pending;
+  REQUIRE_FALSE(j.scan(t.deliveries, {}, [&](std::string_view k, std::string_view) {
+    const auto n = troupe::detail::prefixed_length(k);
+    if (n != 0 && n < k.size() && k[n] == 'p') pending.emplace(k.substr(2, n - 2));
+    return true;
+  }));
+  const auto marked = tp::work_index(t.work).marked(j, "");
+  std::vector<std::string> out;
+  for (auto& p : pending)
+    if (std::find(marked.begin(), marked.end(), p) == marked.end()) out.push_back(p);
+  return out;
+}
+
+/// Whether `pid` has delivery `id` recorded as unconfirmed.
+bool recorded(tp::journal& j, const std::string& pid, const std::string& id) {
+  const auto t = td::detail::tables::of(j);
+  std::optional<std::string> v;
+  REQUIRE_FALSE(j.get(t.deliveries, td::detail::key(td::detail::key_prefix(pid), 'p', id), v));
+  return v.has_value();
+}
+
 } // namespace
 
 TEST_CASE("a delivery to a receiver entity that is not live activates it; each ID is processed once across its "
@@ -232,6 +263,84 @@ TEST_CASE("after a restart only the entities with work are activated, and they f
   REQUIRE(eventually([&] {
     return test::run_here(w.journal->async_run([&] { return work.marked(*w.journal, "snd-"); })).empty();
   }));
+}
+
+TEST_CASE("a sender entity passivated before its confirmation's clearing was written keeps its next delivery "
+          "marked, and a restart resumes it") {
+  auto store = std::make_shared<tp::memory_store>();
+  auto plain = std::make_shared<tp::journal_of<tp::memory_store>>(store);
+  auto s = std::make_shared<seen>();
+  const auto o = quick();
+  const auto id2 = td::delivery_id::of("snd-a", 2).str();
+  {
+    auto faulty = std::make_shared<troupe::testing::faulty_journal>(plain);
+    faulty->defer_later_writes(true); // the next group commit has not come yet
+    world w(faulty);
+    auto rcv = w.sys.spawn<receiver>(troupe::persistence_id{"rcv-1"}, s, o);
+    auto senders = td::entities<sender>(w.sys, "snd-", o, troupe::entity_options{.idle_timeout = 5ms}, s, o);
+    REQUIRE_FALSE(senders.get("snd-a").tell(send_parcel{"rcv-1", 1}));
+    REQUIRE(eventually([&] { return s->confirmed == 1; }));
+    rcv.stop(); // the stale copy the next activation sends again gets no answer
+    test::get(rcv.when_stopped(asio::use_future));
+    REQUIRE(eventually([&] { return senders.stats().live == 0; })); // passivated, its clearing held
+    REQUIRE_FALSE(senders.get("snd-a").tell(send_parcel{"missing-2", 2}));
+    REQUIRE(eventually([&] { return recorded(*plain, "snd-a", id2); }));
+    CHECK(unmarked_senders(*plain).empty());
+  } // a crash: the process is gone, the store stays
+  s->confirmed = 0;
+  world w(plain);
+  auto senders = td::entities<sender>(w.sys, "snd-", o, troupe::entity_options{}, s, o);
+  td::entities<receiver>(w.sys, "missing-", o, troupe::entity_options{}, s, o);
+  CHECK(test::get(tp::resume(*w.journal, senders, "snd-", asio::use_future)) == 1);
+  REQUIRE(eventually([&] { return s->count("missing-2:2") == 1; }));
+}
+
+TEST_CASE("under slow syncs, sender entities that passivate between a confirmation and their next delivery keep "
+          "every unconfirmed delivery marked") {
+  const std::uint64_t seed = [] {
+    if (const char* e = std::getenv("TROUPE_PROPERTY_SEED")) return std::strtoull(e, nullptr, 10);
+    return static_cast<unsigned long long>(std::random_device{}());
+  }();
+  INFO("seed " << seed << " (TROUPE_PROPERTY_SEED replays the pauses)");
+  std::mt19937_64 rng(seed);
+  test::temp_dir dir;
+  auto fs = std::make_shared<troupe::testing::faulty_file_system>(seed);
+  fs->delay_syncs(40ms);
+  tp::rocksdb_options ro;
+  ro.file_system = fs;
+  auto s = std::make_shared<seen>();
+  const auto o = quick();
+  world w(std::make_shared<tp::journal_of<tp::rocksdb_store>>(std::make_shared<tp::rocksdb_store>(dir.str(), ro)));
+  w.sys.spawn<receiver>(troupe::persistence_id{"rcv-1"}, s, o);
+  auto senders = td::entities<sender>(w.sys, "snd-", o, troupe::entity_options{.idle_timeout = 1ms}, s, o);
+  constexpr int rounds = 6, count = 8;
+  for (int round = 0; round < rounds; ++round) {
+    const int confirmed = s->confirmed;
+    INFO("round " << round);
+    for (int i = 0; i < count; ++i)
+      REQUIRE_FALSE(senders.get("snd-" + std::to_string(i)).tell(send_parcel{"rcv-1", 2 * round}));
+    // (A stale copy sent again by a next activation is confirmed again: at least.)
+    REQUIRE(eventually([&] {
+      return s->count("rcv-1:" + std::to_string(2 * round)) == count && s->confirmed >= confirmed + count;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 4)); // passivations between
+    for (int i = 0; i < count; ++i)
+      REQUIRE_FALSE(
+          senders.get("snd-" + std::to_string(i)).tell(send_parcel{"missing-" + std::to_string(round), 2 * round + 1}));
+    REQUIRE(eventually([&] {
+      for (int i = 0; i < count; ++i)
+        if (!recorded(*w.journal, "snd-" + std::to_string(i), td::delivery_id::of("snd-" + std::to_string(i), 2 * round + 1).str()))
+          return false;
+      return true;
+    }));
+    CHECK(unmarked_senders(*w.journal).empty());
+    // The receivers come: everything confirmed before the next round.
+    auto rcv = w.sys.spawn<receiver>(troupe::persistence_id{"missing-" + std::to_string(round)}, s, o);
+    REQUIRE(eventually([&] {
+      return s->count("missing-" + std::to_string(round) + ":" + std::to_string(2 * round + 1)) == count;
+    }));
+    rcv.stop();
+  }
 }
 
 TEST_CASE("a store written before the work index had senders with unconfirmed deliveries: they are indexed once") {

@@ -31,14 +31,17 @@ namespace detail {
 /// Once per store: the senders that recorded deliveries before the work
 /// index existed are marked in it, with the index's own key that says so,
 /// in one atomic write (a crash before it leaves nothing half-built).
-/// Blocking.
+/// Indexed again once in a store built before version 0.3 (its key's value
+/// empty): a sender that passivated before its confirmation's clearing was
+/// written could lose its mark then. Blocking.
+inline constexpr std::string_view index_version = "2";
 inline void index_senders(persistence::journal& j) {
   const auto t = tables::of(j);
   const persistence::work_index work(t.work);
   std::optional<std::string> built;
   if (auto ec = j.get(t.work, work.built_key(persistence::work_index::deliveries), built))
     throw error(ec, "reading the work index");
-  if (built) return;
+  if (built && *built == index_version) return;
   std::set<std::string> senders;
   auto ec = j.scan(t.deliveries, {}, [&](std::string_view k, std::string_view) {
     // The sender's prefixed ID, then 'p' for a pending delivery.
@@ -49,7 +52,8 @@ inline void index_senders(persistence::journal& j) {
   if (ec) throw error(ec, "reading the deliveries to build the work index");
   std::vector<persistence::table_write> marks;
   for (auto& s : senders) marks.push_back(work.mark(s, persistence::work_index::deliveries));
-  marks.push_back(persistence::table_write::put(t.work, work.built_key(persistence::work_index::deliveries), {}));
+  marks.push_back(
+      persistence::table_write::put(t.work, work.built_key(persistence::work_index::deliveries), std::string(index_version)));
   std::promise<std::error_code> done;
   auto written = done.get_future();
   j.write({}, {}, std::move(marks), [&done](std::error_code e) { done.set_value(e); });

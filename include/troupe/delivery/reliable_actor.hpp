@@ -167,9 +167,7 @@ public:
   /// it. Its recovery sent what was unconfirmed; a mark of the delivery
   /// layer with nothing unconfirmed behind it (its clearing was lost in a
   /// crash) goes.
-  void troupe_handle(persistence::resumed) {
-    if (tracker_->idle()) this->storage().write_later({tracker_->work_clear()});
-  }
+  void troupe_handle(persistence::resumed) { tracker_->clear_mark_if_idle(); }
 
   /// As an entity, it passivates only with nothing unconfirmed (its
   /// redeliveries need it live).
@@ -272,18 +270,26 @@ protected:
     std::vector<persistence::table_write> tables;
     tables.push_back(
         persistence::table_write::put(tables_.deliveries, tracker_->pending_key(o.id), detail::encode_outgoing(o)));
-    if (first) tables.push_back(tracker_->work_mark()); // the sender has work from this write on
+    // The sender has work from this write on: once per batch (its
+    // deliveries share one write); outside a batch, every delivery that
+    // finds no mark of this instance durable carries it.
+    const bool carry = first && !(this->in_batch() && batch_marked_);
+    if (carry) tables.push_back(tracker_->work_mark());
     try {
       co_await this->persist_all_with(std::move(tables), std::move(cause)...);
     } catch (...) {
       tracker_->unclaim(o.id);
       throw;
     }
+    if (carry && this->in_batch()) batch_marked_ = true;
     // Sent once durable: now, or after the batch's write (the actor
     // outlives its batch); given up (with its claim) if that write fails.
-    this->after_batch([this, o = std::move(o)](bool durable) mutable {
+    // (`first`, not `carry`: a delivery of a batch rides in the write that
+    // carries the mark.)
+    this->after_batch([this, o = std::move(o), first](bool durable) mutable {
+      batch_marked_ = false; // the batch ended, written or not
       if (durable)
-        tracker_->add_reserved(std::move(o));
+        tracker_->add_reserved(std::move(o), first);
       else
         tracker_->unclaim(o.id);
     });
@@ -472,6 +478,7 @@ private:
   std::shared_ptr<detail::outgoing_tracker<Derived>> tracker_;
   detail::dedup_marks marks_;
   bool forget_when_stopped_ = false; // the transport forgets the admission at the actor's stop
+  bool batch_marked_ = false;        // the open batch's write carries the work mark
   std::array<std::size_t, 4> known_senders_{}; // hashes of admitted senders (`check_sender`)
   std::uint8_t known_count_ = 0, next_known_ = 0;
   std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0, handler_failures_ = 0, poison_rejected_ = 0;

@@ -84,7 +84,9 @@ public:
   /// Applies `tables` with a later write, without telling anyone when: for
   /// bookkeeping whose loss in a crash is harmless to the layer that makes
   /// it. Applied before any write requested after this call; lost if the
-  /// write that carries it fails. By default, a write of its own.
+  /// write that carries it fails. Reads do not see it until it is applied:
+  /// never decide from a read what a queued `write_later` may change. By
+  /// default, a write of its own.
   virtual void write_later(std::vector<table_write> tables) {
     write({}, {}, std::move(tables), [](std::error_code) {});
   }

@@ -10,6 +10,7 @@
 #include <rocksdb/file_system.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace troupe::testing {
@@ -73,6 +75,14 @@ public:
   void clear() {
     std::lock_guard g(mutex_);
     rules_.clear();
+  }
+
+  /// Each sync of a file whose name contains `name_part` (WAL files by
+  /// default) takes `d` longer: a slow disk (zero: none).
+  void delay_syncs(std::chrono::milliseconds d, std::string name_part = ".log") {
+    std::lock_guard g(mutex_);
+    sync_delay_ = d;
+    sync_delay_part_ = std::move(name_part);
   }
 
   /// Faults injected so far.
@@ -276,6 +286,16 @@ private:
     f.synced = size;
   }
 
+  /// Sleeps (outside the lock) for a sync of `name` while syncs are slowed.
+  void slow_sync(const std::string& name) {
+    std::chrono::milliseconds d{0};
+    {
+      std::lock_guard g(mutex_);
+      if (sync_delay_.count() > 0 && name.find(sync_delay_part_) != std::string::npos) d = sync_delay_;
+    }
+    if (d.count() > 0) std::this_thread::sleep_for(d);
+  }
+
   class writable final : public rocksdb::FSWritableFileOwnerWrapper {
   public:
     writable(std::unique_ptr<rocksdb::FSWritableFile> inner, faulty_file_system& fs, std::string name,
@@ -315,12 +335,14 @@ private:
     }
     rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
       if (auto s = fs_.check(io_op::sync, name_); !s.ok()) return s;
+      fs_.slow_sync(name_);
       auto s = target()->Sync(o, dbg);
       if (s.ok()) fs_.synced(name_, size_);
       return s;
     }
     rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
       if (auto s = fs_.check(io_op::sync, name_); !s.ok()) return s;
+      fs_.slow_sync(name_);
       auto s = target()->Fsync(o, dbg);
       if (s.ok()) fs_.synced(name_, size_);
       return s;
@@ -384,6 +406,8 @@ private:
 
   mutable std::mutex mutex_;
   std::vector<rule> rules_;
+  std::chrono::milliseconds sync_delay_{0};
+  std::string sync_delay_part_;
   std::map<std::string, file_state> files_; // written since the last crash
   std::mt19937_64 rng_;
   std::atomic<std::uint64_t> injected_{0};

@@ -14,7 +14,9 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace troupe::testing {
 
@@ -70,11 +72,42 @@ public:
   void set_expiry(table t, persistence::expiry_fn f) override { inner_->set_expiry(t, std::move(f)); }
   std::error_code drop_expired(table t) override { return inner_->drop_expired(t); }
 
-  /// Not failed, rejected nor delayed: passed on.
-  void write_later(std::vector<table_write> tables) override { inner_->write_later(std::move(tables)); }
+  /// From now on (`true`), the changes of `write_later` wait here, unseen
+  /// by reads, until the next write, which carries them first (as a group
+  /// commit of a store that takes its time does); lost if that write fails.
+  /// Within `write_later`'s contract, and deterministic over any store.
+  void defer_later_writes(bool on) {
+    std::vector<table_write> held;
+    {
+      std::lock_guard g(later_mutex_);
+      defer_later_ = on;
+      if (!on) held.swap(later_);
+    }
+    if (!held.empty()) inner_->write_later(std::move(held));
+  }
+
+  /// Not failed, rejected nor delayed: passed on (or held: `defer_later_writes`).
+  void write_later(std::vector<table_write> tables) override {
+    {
+      std::lock_guard g(later_mutex_);
+      if (defer_later_) {
+        for (auto& t : tables) later_.push_back(std::move(t));
+        return;
+      }
+    }
+    inner_->write_later(std::move(tables));
+  }
 
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {
+    {
+      std::lock_guard g(later_mutex_);
+      if (!later_.empty()) {
+        for (auto& t : tables) later_.push_back(std::move(t));
+        tables.swap(later_);
+        later_.clear();
+      }
+    }
     if (take(failing_writes_)) return done(persistence::errc::storage_failure);
     if (take(rejected_writes_)) return done(persistence::errc::write_rejected);
     const auto delay = std::chrono::milliseconds(delay_ms_.load());
@@ -156,6 +189,9 @@ private:
   std::atomic<int> failing_loads_{0};
   std::atomic<int> load_code_{static_cast<int>(persistence::errc::storage_failure)};
   std::atomic<std::int64_t> delay_ms_{0};
+  std::mutex later_mutex_;
+  bool defer_later_ = false;
+  std::vector<table_write> later_; // held write_later changes (defer_later_writes)
   /// The timer thread, shared with the delayed completions under way. The
   /// last of them may end on the thread itself: then it is joined from a
   /// thread of its own.

@@ -12,6 +12,7 @@
 #include <asio/use_future.hpp>
 
 #include <atomic>
+#include <future>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -284,7 +285,7 @@ TEST_CASE("a sender's work mark goes only once nothing is outstanding: a burial 
                                                         td::detail::encode_outgoing(out(id)))};
     if (r.first) w.push_back(t->work_mark());
     REQUIRE_FALSE(f.store->write("", {}, w));
-    t->add_reserved(out(id));
+    t->add_reserved(out(id), r.first);
     return r.first;
   };
   CHECK(record("d1")); // the first outstanding: recorded with the mark
@@ -299,6 +300,85 @@ TEST_CASE("a sender's work mark goes only once nothing is outstanding: a burial 
   REQUIRE(f.eventually([&] { return t->stats().dead_lettered == 2; }));
   REQUIRE(f.eventually([&] { return marked().empty(); }));
   t->close();
+}
+
+namespace {
+
+/// Records delivery `id` through `t` as a reliable actor does: its intent,
+/// with the work mark when the reservation says so, in one write to `j`.
+void record_through(fixture& f, troupe::testing::faulty_journal& j, td::detail::outgoing_tracker<owner_actor>& t,
+                    const std::string& id) {
+  auto r = t.reserve(out(id));
+  REQUIRE(r.what == decltype(r)::outcome::reserved);
+  std::vector<tp::table_write> w{
+      tp::table_write::put(f.tables.deliveries, t.pending_key(id), td::detail::encode_outgoing(out(id)))};
+  if (r.first) w.push_back(t.work_mark());
+  std::promise<std::error_code> done;
+  j.write("", {}, std::move(w), [&](std::error_code ec) { done.set_value(ec); });
+  REQUIRE_FALSE(done.get_future().get());
+  t.add_reserved(out(id), r.first);
+}
+
+/// The deliveries recorded as unconfirmed for "shop", as a new activation
+/// loads them.
+std::vector<td::detail::outgoing> loaded(fixture& f) {
+  std::vector<td::detail::outgoing> out;
+  const auto prefix = td::detail::key_prefix("shop") + 'p';
+  REQUIRE_FALSE(f.store->scan(f.tables.deliveries, prefix, [&](std::string_view k, std::string_view v) {
+    out.push_back(td::detail::decode_outgoing(std::string(k.substr(prefix.size())), std::string(v)));
+    return true;
+  }));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the first delivery of a sender's next activation carries its work mark, though it loaded a confirmation "
+          "whose removal was not yet written") {
+  fixture f;
+  troupe::testing::faulty_journal j(f.journal);
+  j.defer_later_writes(true); // a group commit that has not come yet
+  const tp::work_index work(f.tables.work);
+  const auto marked = [&] { return work.marked(*f.journal, "shop"); };
+  auto t1 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", std::shared_ptr<tp::journal>(&j, [](auto*) {}),
+                                                                       f.tables, f.net, f.self, slow(), f.sys.get_executor());
+  t1->start({});
+  record_through(f, j, *t1, "d1");
+  REQUIRE(marked() == std::vector<std::string>{"shop"});
+  t1->acknowledge({"shop", "warehouse", td::delivery_id("d1"), std::nullopt});
+  t1->close(); // passivated before the confirmation's removal (and the mark's clearing) is written
+  auto stale = loaded(f);
+  REQUIRE(stale.size() == 1); // d1, confirmed, still in the store
+  auto t2 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", std::shared_ptr<tp::journal>(&j, [](auto*) {}),
+                                                                       f.tables, f.net, f.self, slow(), f.sys.get_executor());
+  t2->start(std::move(stale));
+  record_through(f, j, *t2, "d2"); // its write carries the held clearing first
+  CHECK(f.records('p') == 1);      // d2 (d1's record went with the held changes)
+  CHECK(marked() == std::vector<std::string>{"shop"}); // d2 is unconfirmed: its sender is marked
+  t2->close();
+}
+
+TEST_CASE("an acknowledgement reaching a stopped activation's tracker does not clear the mark its successor relies "
+          "on") {
+  fixture f;
+  troupe::testing::faulty_journal j(f.journal);
+  const tp::work_index work(f.tables.work);
+  const auto marked = [&] { return work.marked(*f.journal, "shop"); };
+  auto shared = std::shared_ptr<tp::journal>(&j, [](auto*) {});
+  auto t1 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", shared, f.tables, f.net, f.self, slow(),
+                                                                       f.sys.get_executor());
+  t1->start({});
+  record_through(f, j, *t1, "d1");
+  t1->close(); // a restart: d1 still unconfirmed
+  auto t2 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", shared, f.tables, f.net, f.self, slow(),
+                                                                       f.sys.get_executor());
+  t2->start(loaded(f));
+  record_through(f, j, *t2, "d2");
+  // d1's acknowledgement, on its way when the first instance stopped.
+  t1->acknowledge({"shop", "warehouse", td::delivery_id("d1"), std::nullopt});
+  REQUIRE_FALSE(f.store->write("", {}, {})); // applies what write_later queued
+  CHECK(marked() == std::vector<std::string>{"shop"}); // d2 is unconfirmed
+  t2->close();
 }
 
 } // namespace delivery_detail_outgoing_tracker_test

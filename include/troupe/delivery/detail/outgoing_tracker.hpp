@@ -168,8 +168,11 @@ public:
       held_elsewhere, ///< a delivery under the ID is unconfirmed (or being recorded) to `other`
     } what = outcome::reserved;
     std::string other;
-    /// Reserved with nothing else outstanding: the sender's mark in the
-    /// work index goes into the delivery's write (`work_mark`).
+    /// The delivery's write carries the sender's mark in the work index
+    /// (`work_mark`): no write of this tracker's carried it yet, or it
+    /// queued the mark's clearing since. Never decided from what `start`
+    /// was given: a read does not see what `write_later` has queued (an
+    /// earlier activation's confirmation), so what was loaded may be stale.
     bool first = false;
   };
 
@@ -183,7 +186,7 @@ public:
       if (auto it = dead_.find(o.id); it != dead_.end() && it->second != o.to) return {r::dead_elsewhere, it->second};
     if (const auto* h = holder_of(o.id)) return *h == o.to ? reservation{r::same, {}} : reservation{r::held_elsewhere, *h};
     if (pending_.size() + reserved_ + 1 > policy_.max_unconfirmed) return {r::full, {}};
-    const bool first = outstanding_none();
+    const bool first = !mark_durable_;
     ++reserved_;
     claim_locked(o.id, o.to);
     reservation out;
@@ -196,6 +199,15 @@ public:
   bool idle() const {
     std::lock_guard g(mutex_);
     return outstanding_none();
+  }
+
+  /// Resumed with nothing outstanding: a mark left behind goes, under the
+  /// lock that orders its clearing before any later reservation's mark.
+  void clear_mark_if_idle() {
+    std::lock_guard g(mutex_);
+    if (closed_ || !outstanding_none()) return;
+    journal_->write_later({work_clear()});
+    mark_durable_ = false;
   }
 
   /// Whether its timer waits for a delivery due again (false once nothing
@@ -223,10 +235,11 @@ public:
     unreserve(1);
   }
 
-  /// One delivery whose intent is durable (it was reserved). Past its
-  /// horizon already (its write, or room for it, took that long): never
-  /// sent, a dead letter.
-  void add_reserved(outgoing o) {
+  /// One delivery whose intent is durable (it was reserved);
+  /// `carried_mark`: its write carried the work mark. Past its horizon
+  /// already (its write, or room for it, took that long): never sent, a
+  /// dead letter.
+  void add_reserved(outgoing o, bool carried_mark = false) {
     std::optional<message> m;
     bool late = false;
     {
@@ -236,6 +249,9 @@ public:
         release_claim(o.id);
         return;
       }
+      // Durable, and no clearing was queued since it was reserved (it was
+      // outstanding all along).
+      if (carried_mark) mark_durable_ = true;
       late = past_horizon(o, troupe::detail::now_ms());
       // Late: the ID stays claimed until it is buried (see `bury`).
       if (!late) {
@@ -289,10 +305,15 @@ public:
       ++(a.rejection ? stats_.refused : stats_.confirmed);
       ws.swap(waiters_);
       // Requested under the lock: a delivery reserved after it writes its
-      // mark in a later write, which is applied after this one.
+      // mark in a later write, which is applied after this one. A closed
+      // tracker (its actor stopped; a successor may have loaded this
+      // delivery and recorded more) removes the record, never the mark.
       std::vector<persistence::table_write> tables;
       tables.push_back(persistence::table_write::erase(tables_.deliveries, pending_key(a.id.str())));
-      if (outstanding_none()) tables.push_back(work_clear());
+      if (outstanding_none() && !closed_) {
+        tables.push_back(work_clear());
+        mark_durable_ = false;
+      }
       journal_->write_later(std::move(tables));
     }
     for (auto& w : ws) w({});
@@ -538,7 +559,10 @@ private:
       // Buried (durably): the last one outstanding, the mark goes — once
       // its ID is released, requested under the lock as an acknowledgement's
       // clearing is, so a delivery reserved after it writes its mark later.
-      if (outstanding_none()) journal_->write_later({work_clear()});
+      if (outstanding_none() && !closed_) {
+        journal_->write_later({work_clear()});
+        mark_durable_ = false;
+      }
     }
     for (auto& w : ws) w({});
     if constexpr (handles<Actor, delivery_failed>)
@@ -569,6 +593,10 @@ private:
   std::vector<waiter> waiters_;
   delivery_stats stats_;
   bool closed_ = false;
+  /// A write of this tracker's carried the work mark, and it queued no
+  /// clearing since: the mark is in the store (the work index is exact at
+  /// every durable point: a sender's unconfirmed delivery always has it).
+  bool mark_durable_ = false;
 };
 
 } // namespace troupe::delivery::detail

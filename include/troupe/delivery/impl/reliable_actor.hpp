@@ -56,7 +56,7 @@ task<bool> reliable_actor<Derived, State>::troupe_handle(requeue r) {
     throw;
   }
   tracker_->revived(o.id);
-  tracker_->add_reserved(std::move(o));
+  tracker_->add_reserved(std::move(o), true); // its write carried the mark
   co_return true;
 }
 
