@@ -311,6 +311,24 @@ std::uint64_t seed_from_env() {
   return std::random_device{}();
 }
 
+
+/// Puts the wall clock back where the test found it.
+struct clock_guard {
+  std::chrono::milliseconds at = troupe::testing::wall_clock_step();
+  ~clock_guard() { troupe::testing::step_wall_clock(at - troupe::testing::wall_clock_step()); }
+};
+/// Sets the wall clock troupe reads to `wall` (ms since the epoch).
+void step_to(std::int64_t wall) {
+  troupe::testing::step_wall_clock(std::chrono::milliseconds(wall - troupe::detail::now_ms()));
+}
+/// The dedup marks of receiver `of` in the store.
+std::size_t marks_of(world& w, const std::string& of) {
+  std::size_t n = 0;
+  REQUIRE_FALSE(
+      w.store->scan(w.store->open_table("dedup_v2"), td::detail::key_prefix(of), [&](auto, auto) { return ++n, true; }));
+  return n;
+}
+
 } // namespace
 
 TEST_CASE("a delivery is processed once, confirmed with the receiver's reply, and its record removed") {
@@ -504,7 +522,8 @@ TEST_CASE("the receiver dies after persisting, before acknowledging: the redeliv
   }
 }
 
-TEST_CASE("a duplicate after the retention window is processed again (documented)") {
+TEST_CASE("a copy that does not say when it was recorded, after the retention window, is processed again "
+          "(documented)") {
   world w;
   auto o = short_horizon(30ms);
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
@@ -1035,6 +1054,91 @@ TEST_CASE("re-queueing a dead letter the receiver may have forgotten is refused,
   REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 2; }));
   CHECK(w.probes->handler_runs == 3);
   CHECK(w.taken(r).total == 5); // item 2 twice: what forcing means
+}
+
+TEST_CASE("a backward clock step between a delivery's record and its processing does not let its mark expire inside "
+          "the sender's horizon") {
+  world w;
+  clock_guard g;
+  auto o = fast_options();
+  o.redelivery.initial_backoff = 200ms;
+  o.redelivery.max_backoff = 400ms;
+  o.redelivery.max_attempts = 5; // a horizon of 2 s
+  o.dedup.retention = 2000ms;    // = the horizon: accepted
+  w.net->set_ack_faults({.drop = 1}); // confirmations lost: the sender keeps it pending
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  const auto t0 = troupe::detail::now_ms();
+  test::get(s.ask(send_item{1}, asio::use_future)); // recorded at T = t0; nobody receives it yet
+  troupe::testing::step_wall_clock(-1500ms);         // the clock steps back
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  REQUIRE(w.eventually([&] { return w.stats(r).processed == 1; })); // at P = t0 - 1.5 s; its mark durable
+  w.crash(); // the sender's restart resets its attempts
+  step_to(t0 + 1250); // past P + 2 s, before T + 2 s
+  w.boot();
+  r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  REQUIRE_FALSE(w.journal->drop_expired(w.store->open_table("dedup_v2")));
+  CHECK(marks_of(w, "receiver") == 1); // the mark counts from T
+  s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o); // sends again
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  CHECK(w.probes->handler_runs == 1);
+  CHECK(w.taken(r).taken.begin()->second == 1);
+}
+
+TEST_CASE("a re-queue the check accepts after a backward clock step is answered from the mark") {
+  world w;
+  clock_guard g;
+  auto o = fast_options();
+  o.redelivery.initial_backoff = 100ms;
+  o.redelivery.max_backoff = 250ms;
+  o.redelivery.max_attempts = 4; // a horizon of 1 s
+  o.dedup.retention = 2500ms;
+  w.net->set_ack_faults({.drop = 1}); // processed, never confirmed: a dead letter
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  const auto t0 = troupe::detail::now_ms();
+  test::get(s.ask(send_item{1}, asio::use_future));
+  troupe::testing::step_wall_clock(-1500ms);
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
+  CHECK(w.probes->handler_runs == 1);
+  step_to(t0 + 1300);
+  REQUIRE_FALSE(w.journal->drop_expired(w.store->open_table("dedup_v2")));
+  CHECK(marks_of(w, "receiver") == 1); // kept until T + 2.5 s
+  w.net->heal();
+  CHECK(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 1)}, asio::use_future))); // 1.3 + 1 <= 2.5
+  REQUIRE(w.eventually([&] { return w.probes->confirmed_count() == 1; }));
+  CHECK(w.probes->handler_runs == 1);
+}
+
+TEST_CASE("a copy whose mark may have been dropped is not processed, whatever the clock does after the drop; it "
+          "becomes a dead letter") {
+  world w;
+  clock_guard g;
+  auto o = fast_options();
+  o.redelivery.initial_backoff = 200ms;
+  o.redelivery.max_backoff = 400ms;
+  o.redelivery.max_attempts = 5; // a horizon of 2 s
+  o.dedup.retention = 2000ms;
+  w.net->set_ack_faults({.drop = 1});
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  auto s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  const auto t0 = troupe::detail::now_ms();
+  test::get(s.ask(send_item{1}, asio::use_future));
+  REQUIRE(w.eventually([&] { return w.stats(r).processed == 1; }));
+  w.crash();
+  step_to(t0 + 2500); // past T + 2 s: the mark may go
+  w.boot();
+  r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, o);
+  REQUIRE_FALSE(w.journal->drop_expired(w.store->open_table("dedup_v2")));
+  CHECK(marks_of(w, "receiver") == 0);
+  step_to(t0 + 1000); // the clock steps back: the sender is inside its horizon again
+  s = w.sys->spawn<sender>(troupe::persistence_id{"sender"}, std::string("receiver"), w.probes, o);
+  REQUIRE(w.eventually([&] { return test::get(s.ask(td::list_dead_letters{}, asio::use_future)).size() == 1; }));
+  CHECK(w.probes->handler_runs == 1);
+  CHECK(w.stats(r).expired >= 1);
+  CHECK(w.taken(r).taken.begin()->second == 1);
+  // The operator may still force it: a second processing, accepted.
+  CHECK(test::get(s.ask(td::requeue{td::delivery_id::of("sender", 1), true}, asio::use_future)));
+  REQUIRE(w.eventually([&] { return w.probes->handler_runs == 2; }));
 }
 
 TEST_CASE("a receiver warns once about a sender whose horizon its transport does not know") {

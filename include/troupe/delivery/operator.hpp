@@ -43,6 +43,9 @@ struct delivery_stats {
   std::uint64_t handler_failures = 0, poison_rejected = 0;
   /// Sender: deliveries their receivers rejected.
   std::uint64_t refused = 0;
+  /// Receiver: copies not processed because their mark may have expired
+  /// (see `acknowledgement::expired`; each a dead letter at its sender).
+  std::uint64_t expired = 0;
 };
 
 } // namespace troupe::delivery

@@ -42,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -177,12 +178,21 @@ public:
     auto& m = in.msg;
     tracker_->dequeued(m);
     auto key = detail::mark_key(m.from, m.id.str());
-    if (const auto* mark = co_await find_mark(m, key); mark && mark->answers()) {
+    const auto* mark = co_await find_mark(m, key);
+    if (mark && mark->answers()) {
       ++duplicates_;
       if (mark->what == detail::dedup_marks::mark::state::rejected)
         net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mark->reason});
       else
         net_->send(acknowledgement{m.from, this->pid(), m.id, mark->reply});
+      co_return;
+    }
+    // No mark at all (a failing one proves it was never processed): a copy
+    // whose mark may have been dropped is not processed, whatever the
+    // clocks did since.
+    if (!mark && may_have_forgotten(m)) {
+      ++expired_;
+      net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, expired_reason(m), true});
       co_return;
     }
     check_sender(m.from);
@@ -207,6 +217,7 @@ public:
     s.rejected = rejected_;
     s.handler_failures = handler_failures_;
     s.poison_rejected = poison_rejected_;
+    s.expired = expired_;
     return s;
   }
 
@@ -331,17 +342,20 @@ private:
 
   /// A re-queued delivery is sent for another horizon; its receiver may
   /// have processed it as early as it was first recorded, and keeps the
-  /// mark for its retention from then: the re-queue is refused unless the
+  /// mark for its retention from then (at the earliest: its mark counts
+  /// from the later of that record and its processing): the re-queue is
+  /// refused unless the
   /// mark outlives the new horizon (or the operator forces it, accepting
   /// that it may be processed again).
-  void refuse_late_requeue(const detail::outgoing& o, bool force) const {
-    if (force) return;
+  /// Returns whether the re-queue is in time (else it was forced).
+  bool refuse_late_requeue(const detail::outgoing& o, bool force) const {
     const auto retention = net_->retention_of(o.to);
     const auto horizon = options_.redelivery.horizon();
-    if (retention && *retention == std::chrono::milliseconds::max()) return;
+    if (retention && *retention == std::chrono::milliseconds::max()) return true;
     const auto age =
         std::chrono::milliseconds(std::max<std::int64_t>(0, troupe::detail::now_ms() - o.first_recorded_ms()));
-    if (retention && horizon != std::chrono::milliseconds::max() && age + horizon <= *retention) return;
+    if (retention && horizon != std::chrono::milliseconds::max() && age + horizon <= *retention) return true;
+    if (force) return false;
     const auto show = [](std::chrono::milliseconds d) {
       return d == std::chrono::milliseconds::max() ? std::string("unlimited") : std::to_string(d.count()) + " ms";
     };
@@ -353,6 +367,35 @@ private:
                     ": it may have forgotten the delivery and would process it again (requeue{id, .force = true} "
                     "accepts that)");
   }
+
+  /// Whether the store may have dropped a mark of `m`: the mark counts its
+  /// retention from `m.recorded_ms` at the earliest, and the store has
+  /// dropped only marks whose time plus the retention is at or before its
+  /// expiry floor (which never goes back). No wall clock enters this: a
+  /// clock that steps only changes how soon marks go.
+  bool may_have_forgotten(const message& m) {
+    if (m.recorded_ms == 0 || std::string_view(m.manifest).starts_with("troupe.")) return false;
+    const auto r = net_->retention_of(this->pid()); // the expiry's own source
+    if (!r || *r == std::chrono::milliseconds::max()) return false;
+    const auto floor = this->storage().expired_through();
+    if (floor == std::numeric_limits<std::int64_t>::min()) return false;
+    return m.recorded_ms <= floor - r->count();
+  }
+
+  std::string expired_reason(const message& m) {
+    return "delivery " + m.id.str() + " from " + m.from + " reached " + this->pid() +
+           " after it may have forgotten it (first recorded at " + std::to_string(m.recorded_ms) +
+           " ms; marks are kept for the retention from then, and the store has dropped expired marks up to " +
+           std::to_string(this->storage().expired_through()) +
+           " ms): not processed, so that it is never processed twice (requeue{id, .force = true} accepts a second "
+           "processing)";
+  }
+
+  /// The time a mark of `m` counts its retention from: the later of the
+  /// delivery's first record (the sender's clock: its horizon counts from
+  /// there) and now, so that the mark outlives every copy its sender may
+  /// send, whatever either clock did between.
+  static std::int64_t mark_time(const message& m) { return std::max(m.recorded_ms, troupe::detail::now_ms()); }
 
   /// Warns (through the transport) about a sender it has not admitted.
   /// The last few admitted senders are remembered here by hash, so a
@@ -481,7 +524,8 @@ private:
   bool batch_marked_ = false;        // the open batch's write carries the work mark
   std::array<std::size_t, 4> known_senders_{}; // hashes of admitted senders (`check_sender`)
   std::uint8_t known_count_ = 0, next_known_ = 0;
-  std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0, handler_failures_ = 0, poison_rejected_ = 0;
+  std::uint64_t processed_ = 0, duplicates_ = 0, rejected_ = 0, handler_failures_ = 0, poison_rejected_ = 0,
+                expired_ = 0;
 };
 
 } // namespace troupe::delivery

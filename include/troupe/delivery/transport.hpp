@@ -38,6 +38,13 @@ struct message {
   std::string manifest;
   std::uint32_t version = 1;
   std::string payload;
+  /// When the sender first recorded the delivery (its wall clock, ms since
+  /// the epoch; a re-queue keeps it). The receiver's mark counts its
+  /// retention from this time at the earliest, and a copy that finds no
+  /// mark is processed only while no mark of it can have been dropped
+  /// (`journal::expired_through`). 0: unknown (the mark counts from its
+  /// processing, as before). A transport between processes carries it.
+  std::int64_t recorded_ms = 0;
 };
 
 /// The receiver's answer once the delivery's effects are durable (or it
@@ -53,6 +60,12 @@ struct acknowledgement {
   /// Set when the receiver rejected the delivery (see
   /// `delivery_rejected`): why. No reply then.
   std::optional<std::string> rejection{};
+  /// The receiver did not process this copy and never will: it found no
+  /// mark, and a mark of the delivery may have been dropped (its first
+  /// record time plus the receiver's retention is at or before the store's
+  /// expiry floor). The sender makes the delivery a dead letter;
+  /// `rejection` says why.
+  bool expired = false;
 };
 
 /// Where a transport hands what arrives for one name. Both calls may come

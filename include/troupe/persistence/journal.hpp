@@ -20,6 +20,7 @@
 
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,13 @@ public:
     (void)t;
     return {};
   }
+
+  /// The store's expiry floor: every value an expiry let it drop had its
+  /// expiry at or before this time (ms since the epoch). It never
+  /// decreases, also across restarts (it is durable before anything is
+  /// dropped under it), whatever the wall clock does. `min()`: the store
+  /// drops nothing.
+  virtual std::int64_t expired_through() const noexcept { return std::numeric_limits<std::int64_t>::min(); }
 
   // -- writes (never block) ----------------------------------------------------
 
@@ -275,6 +283,13 @@ public:
       return store_.drop_expired(t);
     else
       return {};
+  }
+
+  std::int64_t expired_through() const noexcept override {
+    if constexpr (requires { store_.expired_through(); })
+      return store_.expired_through();
+    else
+      return std::numeric_limits<std::int64_t>::min();
   }
 
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,

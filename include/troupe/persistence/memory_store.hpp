@@ -16,6 +16,7 @@
 #include <asio/async_result.hpp>
 
 #include <array>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,13 @@ public:
     expiry_[slot] = std::move(f);
   }
 
+  /// The expiry floor (`journal::expired_through`): the latest time a
+  /// `drop_expired` dropped values up to.
+  std::int64_t expired_through() const noexcept {
+    std::lock_guard g(mutex_);
+    return expired_through_;
+  }
+
   /// Drops the values of `t` that have expired by now.
   std::error_code drop_expired(table t) {
     const auto slot = tables_.slot(t);
@@ -59,6 +67,7 @@ public:
     auto& f = expiry_[slot];
     if (!f) return {};
     const auto now = troupe::detail::now_ms();
+    expired_through_ = std::max(expired_through_, now);
     std::erase_if(data_[slot], [&](const auto& kv) {
       const auto e = f(kv.first, kv.second);
       return e && *e <= now;
@@ -259,7 +268,8 @@ private:
     std::map<sequence_nr, event_record> events;
     std::map<sequence_nr, snapshot_record> snapshots;
   };
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::int64_t expired_through_ = std::numeric_limits<std::int64_t>::min();
   detail::live_ids live_ids_;
   std::map<std::string, id_state, std::less<>> ids_;
   detail::table_registry tables_;

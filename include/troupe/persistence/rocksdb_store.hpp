@@ -165,6 +165,8 @@ public:
   /// Compacts table `t`, dropping what has expired by now.
   std::error_code drop_expired(table t) {
     if (!is_table(t)) return troupe::errc::invalid_argument;
+    // The floor first, durably: nothing is dropped past it.
+    if (auto ec = writer_->advance_floor()) return ec;
     auto r = read_db();
     if (!r.db) return r.ec;
     rocksdb::CompactRangeOptions o;
@@ -173,6 +175,9 @@ public:
     if (!st.ok()) return read_failed(st, "compacting table " + std::string(registry_.name(t)));
     return {};
   }
+
+  /// The expiry floor (`journal::expired_through`), kept in `meta`.
+  std::int64_t expired_through() const noexcept { return expiries_->floor(); }
 
   /// The table named `name` if the store has it (its column family
   /// exists), without creating it.
@@ -555,6 +560,9 @@ private:
   /// would take for a torn tail (see `detail::damage_before_end`) refuses
   /// the open, the store unchanged.
   void refuse_damaged_wal() const;
+
+  /// Reads the expiry floor from `meta`, or starts it (at the first open).
+  void settle_expiry_floor();
 
 
   /// Records a failed read: what RocksDB said, and of what.

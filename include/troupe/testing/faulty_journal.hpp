@@ -71,6 +71,7 @@ public:
   std::optional<table> find_table(std::string_view name) override { return inner_->find_table(name); }
   void set_expiry(table t, persistence::expiry_fn f) override { inner_->set_expiry(t, std::move(f)); }
   std::error_code drop_expired(table t) override { return inner_->drop_expired(t); }
+  std::int64_t expired_through() const noexcept override { return inner_->expired_through(); }
 
   /// From now on (`true`), the changes of `write_later` wait here, unseen
   /// by reads, until the next write, which carries them first (as a group

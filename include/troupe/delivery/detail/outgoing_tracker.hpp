@@ -293,6 +293,7 @@ public:
   /// first, the delivery is sent again after the restart and answered from
   /// the receiver's dedup mark.
   void acknowledge(acknowledgement a) override {
+    if (a.expired) return expired(std::move(a));
     std::vector<waiter> ws;
     {
       std::lock_guard g(mutex_);
@@ -326,6 +327,22 @@ public:
     }
     if constexpr (handles<Actor, confirmed>)
       (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
+  }
+
+  /// The receiver will never process the delivery (it may have forgotten
+  /// it; see `acknowledgement::expired`): a dead letter, as one past its
+  /// horizon, its ID claimed until the dead letter is written.
+  void expired(acknowledgement a) {
+    std::optional<std::pair<outgoing, std::uint32_t>> dead;
+    {
+      std::lock_guard g(mutex_);
+      auto it = pending_.find(a.id.str());
+      if (it == pending_.end() || it->second.out.to != a.from || own(it->second.out) || closed_) return;
+      claim_locked(it->second.out.id, it->second.out.to);
+      dead.emplace(std::move(it->second.out), it->second.attempts);
+      forget(it);
+    }
+    bury(std::move(dead->first), dead->second);
   }
 
   /// Whether the delivery `id` is tracked (recorded, not yet confirmed).
@@ -457,7 +474,7 @@ private:
   }
 
   message to_message(const outgoing& o) const {
-    return message{o.to, pid_, delivery_id(o.id), o.manifest, o.version, o.payload};
+    return message{o.to, pid_, delivery_id(o.id), o.manifest, o.version, o.payload, o.first_recorded_ms()};
   }
 
   clock::duration backoff(std::uint32_t attempts) {

@@ -34,7 +34,7 @@ task<bool> reliable_actor<Derived, State>::troupe_handle(requeue r) {
   });
   if (!value) co_return false;
   auto o = detail::decode_outgoing(r.id.str(), *value);
-  refuse_late_requeue(o, r.force);
+  const bool in_time = refuse_late_requeue(o, r.force);
   if (auto holder = tracker_->holder(o.id))
     throw error(errc::id_in_use, "re-queue of " + o.id + " from " + this->pid() + " to " + o.to +
                                      " refused: a delivery under that ID is unconfirmed to " + *holder);
@@ -42,6 +42,10 @@ task<bool> reliable_actor<Derived, State>::troupe_handle(requeue r) {
   // above made sure that the receiver's mark, if it processed the
   // delivery, outlives the new horizon).
   o.created_ms = troupe::detail::now_ms();
+  // Forced past the check: the operator accepts a second processing; a
+  // fresh first record time lets the receiver take it (a mark it still
+  // has answers it), where it would refuse a copy it may have forgotten.
+  if (!in_time) o.first_ms = o.created_ms;
   if (!tracker_->try_reserve(1)) co_await wait_for_room(1);
   tracker_->claim(o.id, o.to);
   std::vector<persistence::table_write> tables;
@@ -139,7 +143,7 @@ task<> reliable_actor<Derived, State>::receive_as(message& m, std::string& key) 
   }
   detail::dedup_marks::mark mk;
   mk.reply = reply;
-  mk.time_ms = troupe::detail::now_ms();
+  mk.time_ms = mark_time(m);
   std::vector<persistence::table_write> tables;
   tables.push_back(
       persistence::table_write::put(tables_.dedup, dedup_key(key), detail::encode_mark(mk.time_ms, reply)));
@@ -163,7 +167,7 @@ task<> reliable_actor<Derived, State>::handler_failed(const message& m, const st
   if (reason.size() > 1024) reason.resize(1024);
   const auto* known = marks_.find(key);
   detail::dedup_marks::mark mk;
-  mk.time_ms = troupe::detail::now_ms();
+  mk.time_ms = mark_time(m);
   mk.failures = (known ? known->failures : 0) + 1;
   mk.reason = "handler of " + m.manifest + " failed " + std::to_string(mk.failures) + " time(s); last: " + reason;
   // The library's own deliveries (effect outcomes) are never rejected:

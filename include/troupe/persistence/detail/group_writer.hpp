@@ -8,6 +8,7 @@
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/rocksdb_expiry.hpp>
 #include <troupe/persistence/detail/rocksdb_layout.hpp>
 #include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/detail/bytes.hpp>
@@ -72,11 +73,14 @@ public:
 
   /// `reopen` closes and opens the database again (on this thread), after
   /// a failed write.
+  /// `expiry`: the store's expiries, whose floor the writer advances (at
+  /// most once a second, durably, while a table has an expiry); none for a
+  /// store without them.
   group_writer(const rocksdb_layout& layout, rocksdb::WriteOptions options, std::size_t id_cache,
                failure_note& failures, troupe::detail::unique_function<rocksdb::Status()> reopen,
-               std::shared_ptr<const background_errors> background = nullptr)
+               std::shared_ptr<const background_errors> background = nullptr, expiries* expiry = nullptr)
       : layout_(layout), write_options_(options), id_cache_(id_cache), failures_(failures),
-        reopen_(std::move(reopen)), background_(std::move(background)) {
+        reopen_(std::move(reopen)), background_(std::move(background)), expiry_(expiry) {
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "troupe-writer"); // in top, perf, gdb
       loop();
@@ -137,6 +141,18 @@ public:
     submit({{}, {}, {}, {}, [&p](std::error_code ec) { p.set_value(ec); }});
     return f.get();
   }
+
+  /// Blocking: the expiry floor advanced to now, durably (before a
+  /// compaction that drops what has expired by now).
+  std::error_code advance_floor() {
+    return run({}, [this](rocksdb::WriteBatch&, sequence_nr) {
+      force_floor_ = true;
+      return std::error_code{};
+    });
+  }
+
+  /// The key of the expiry floor in `meta`.
+  static constexpr std::string_view floor_key = "expiry_floor";
 
   /// Queues `extra` and blocks until its operations are durable (or failed).
   template <class F>
@@ -292,6 +308,17 @@ private:
       events += r->events.size();
     }
     if (accepted_.empty() && later.empty()) return;
+    // The expiry floor, while a table has an expiry: forced (before a
+    // compaction), or at most once a second after a group written anyway;
+    // a synced write of its own (so in every durability mode), after the
+    // group's.
+    std::int64_t floor = 0;
+    if (expiry_ && expiry_->any() &&
+        (force_floor_ || (!accepted_.empty() && std::chrono::steady_clock::now() >= next_floor_))) {
+      next_floor_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      floor = std::max(troupe::detail::now_ms(), expiry_->floor());
+    }
+    force_floor_ = false;
     auto wo = write_options_;
     const auto start = std::chrono::steady_clock::now();
     const auto cpu_start = thread_cpu_ns();
@@ -304,6 +331,15 @@ private:
     writing_cpu_ns_.fetch_add(cpu);
     std::error_code ec;
     if (!st.ok()) failed_ = true;
+    if (st.ok() && floor) {
+      rocksdb::WriteBatch b;
+      b.Put(layout_.meta, floor_key, floor_value(floor));
+      rocksdb::WriteOptions synced;
+      synced.sync = true;
+      // Durable: compactions may use it (if this fails, the group is
+      // written all the same; only the floor stays where it was).
+      if (layout_.db->Write(synced, &b).ok()) expiry_->set_floor(floor);
+    }
     if (st.ok()) {
       batches_.fetch_add(1, std::memory_order_relaxed);
       events_.fetch_add(events, std::memory_order_relaxed);
@@ -355,6 +391,12 @@ private:
   }
 
   static constexpr std::chrono::milliseconds retry_interval{50}, max_retry_interval{1000};
+
+  static std::string floor_value(std::int64_t f) {
+    char v[8];
+    troupe::detail::store_be<8>(v, static_cast<std::uint64_t>(f));
+    return std::string(v, 8);
+  }
 
   static std::uint64_t ns(std::chrono::steady_clock::duration d) {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
@@ -413,6 +455,9 @@ private:
   troupe::detail::unique_function<rocksdb::Status()> reopen_;
   std::shared_ptr<const background_errors> background_;
   std::atomic<int> closed_{0}; // a failed reopen's code while the database is closed
+  expiries* const expiry_;
+  bool force_floor_ = false; // writer thread: this group advances the floor
+  std::chrono::steady_clock::time_point next_floor_{};
 
   std::mutex mutex_;
   std::condition_variable wake_;

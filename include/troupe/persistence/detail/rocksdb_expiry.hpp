@@ -13,7 +13,10 @@
 #include <rocksdb/table_properties.h>
 #include <rocksdb/utilities/table_properties_collectors.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,14 +31,25 @@ public:
     auto p = f ? std::make_shared<const expiry_fn>(std::move(f)) : nullptr;
     std::lock_guard g(mutex_);
     by_table_[table] = std::move(p);
+    any_.store(true, std::memory_order_release);
   }
+  /// Whether any table was given an expiry (else the store drops nothing,
+  /// and keeps no floor).
+  bool any() const noexcept { return any_.load(std::memory_order_acquire); }
   std::shared_ptr<const expiry_fn> get(const std::string& table) const {
     std::lock_guard g(mutex_);
     auto it = by_table_.find(table);
     return it == by_table_.end() ? nullptr : it->second;
   }
 
+  /// The store's expiry floor (`journal::expired_through`): durable, and
+  /// never passed by a compaction's drops (set once written).
+  std::int64_t floor() const noexcept { return floor_.load(std::memory_order_acquire); }
+  void set_floor(std::int64_t f) noexcept { floor_.store(f, std::memory_order_release); }
+
 private:
+  std::atomic<std::int64_t> floor_{std::numeric_limits<std::int64_t>::min()};
+  std::atomic<bool> any_{false};
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const expiry_fn>> by_table_;
 };
@@ -44,7 +58,10 @@ private:
 /// into a deletion where older versions of its key may lie below.
 class expiry_filter final : public rocksdb::CompactionFilter {
 public:
-  explicit expiry_filter(std::shared_ptr<const expiry_fn> f) : f_(std::move(f)), now_(troupe::detail::now_ms()) {}
+  /// `floor`: the store's durable expiry floor; nothing past it is dropped
+  /// (a value dropped now stays dropped after a crash; the floor says so).
+  expiry_filter(std::shared_ptr<const expiry_fn> f, std::int64_t floor)
+      : f_(std::move(f)), now_(std::min(troupe::detail::now_ms(), floor)) {}
   bool Filter(int, const rocksdb::Slice& key, const rocksdb::Slice& value, std::string*, bool*) const override {
     try {
       const auto e = (*f_)(key.ToStringView(), value.ToStringView());
@@ -67,7 +84,7 @@ public:
   std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(const rocksdb::CompactionFilter::Context&) override {
     auto f = all_->get(table_);
     if (!f) return nullptr;
-    return std::make_unique<expiry_filter>(std::move(f));
+    return std::make_unique<expiry_filter>(std::move(f), all_->floor());
   }
   const char* Name() const override { return "troupe.expiry"; }
 

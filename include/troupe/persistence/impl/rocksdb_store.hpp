@@ -65,11 +65,25 @@ inline void rocksdb_store::open() {
   try {
     opened_format_ = format.settle(*db_, meta_cf(), journal_cf(), snapshots_cf());
     migrated_ = format.migrated();
+    settle_expiry_floor();
   } catch (...) {
     close_db();
     throw;
   }
-  writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); }, background_);
+  writer_.emplace(layout_, write_options(), options_.id_cache, failures_, [this] { return reopen(); }, background_,
+                  expiries_.get());
+}
+
+inline void rocksdb_store::settle_expiry_floor() {
+  // A store without one (new, or of a version before it) has dropped
+  // nothing under one: its compactions drop nothing until the writer has
+  // written one (the first group after a table got an expiry).
+  std::string v;
+  auto st = db_->Get(rocksdb::ReadOptions{}, meta_cf(), detail::group_writer::floor_key, &v);
+  if (st.ok() && v.size() == 8)
+    expiries_->set_floor(static_cast<std::int64_t>(troupe::detail::get_be(v, 0, 8)));
+  else if (!st.ok() && !st.IsNotFound())
+    fail_open(st, "cannot read its expiry floor");
 }
 
 inline void rocksdb_store::refuse_damaged_wal() const {
