@@ -209,6 +209,11 @@ struct start_task {
 struct start_bad {
   std::string id;
 };
+/// Starts effect `id` of type "task": 1, 0 (requested before) or -1
+/// (refused: another owner's ID).
+struct try_task {
+  std::string id;
+};
 struct send_email {
   long order = 0;
 };
@@ -256,6 +261,18 @@ public:
     tk::email e{"customer-" + std::to_string(m.order) + "@example.com", "order confirmed"};
     auto id = email_id(m.order);
     co_return co_await start_effect(std::move(id), e);
+  }
+
+  troupe::task<int> handle(try_task t) {
+    bool refused = false;
+    try {
+      task_request r{1};
+      co_return co_await start_effect(t.id, r) ? 1 : 0;
+    } catch (const troupe::error& e) {
+      if (e.code() != te::errc::id_in_use) throw;
+      refused = true;
+    }
+    co_return refused ? -1 : 0;
   }
 
   troupe::task<bool> handle(start_bad t) {

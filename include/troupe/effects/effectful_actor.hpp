@@ -93,8 +93,13 @@ protected:
   /// Starts effect `id` (the stable operation ID, also the idempotency key:
   /// `order:42:payment`) with `request`, atomically with `cause`. False, and
   /// nothing written, if `id` was requested before (a second start is the
-  /// same effect). Throws as `persist` does, and `invalid_argument` for an
-  /// empty or too long ID or a request that does not serialize.
+  /// same effect). Throws as `persist` does, `invalid_argument` for an
+  /// empty or too long ID or a request that does not serialize, and
+  /// `errc::id_in_use` for an ID whose record another owner has in the
+  /// outbox (an operation ID names one effect of one owner: refused,
+  /// nothing written, that owner's record untouched; the store checks it
+  /// atomically with the write). An ID is the owner's until its record
+  /// expires from the outbox (its retention).
   template <effect_request R, persistence::event... E>
   task<bool> start_effect(std::string id, const R& request, E... cause) {
     if (id.empty())
@@ -114,6 +119,9 @@ protected:
                       std::to_string(escaped) + " with its ':' and '\\' escaped; its outcomes' delivery IDs need " +
                       "at most " + std::to_string(delivery::delivery_id::max_size - outcome_id_suffix));
     if (table_of(this->state()).status(id) != effect_status::not_requested) co_return false;
+    // Read first: a refusal then fails nothing of a batch. The write's own
+    // check (`table_write::create`) decides a race between two owners.
+    if (auto holder = co_await holder_of(id)) throw held(id, *holder);
     detail::record r;
     r.info.id = id;
     r.info.type = std::string(R::effect_type);
@@ -127,10 +135,20 @@ protected:
       throw error(troupe::errc::invalid_argument, "cannot serialize the request of effect " + id + ": " + ex.what());
     }
     std::vector<persistence::table_write> tables;
-    tables.push_back(persistence::table_write::put(outbox_, detail::outbox_key(id), detail::encode(r)));
+    tables.push_back(persistence::table_write::create(outbox_, detail::outbox_key(id), detail::encode(r)));
     tables.push_back(detail::pending_entry(outbox_, r));
     effect_requested requested{id, r.info.type};
-    co_await this->persist_all_with(std::move(tables), std::move(cause)..., std::move(requested));
+    bool lost_race = false;
+    try {
+      co_await this->persist_all_with(std::move(tables), std::move(cause)..., std::move(requested));
+    } catch (const error& e) {
+      if (e.code() != persistence::errc::key_exists) throw;
+      lost_race = true; // (no co_await inside a handler)
+    }
+    if (lost_race) {
+      auto holder = co_await holder_of(id);
+      throw held(id, holder.value_or("another owner"));
+    }
     this->after_commit([sys = &this->actor_context().system(), r = std::move(r)]() mutable {
       // Without a dispatcher in this system, the record waits in the outbox.
       if (auto d = sys->template extension<detail::dispatcher_slot>())
@@ -144,6 +162,34 @@ protected:
 
 private:
   persistence::table outbox_;
+
+  /// The owner the outbox has a record of `id` for, or none.
+  task<std::optional<std::string>> holder_of(const std::string& id) {
+    auto& j = this->storage();
+    const auto key = detail::outbox_key(id);
+    std::optional<std::string> v;
+    if (!j.try_get(outbox_, key, v)) {
+      auto read = [&j, &key, t = outbox_] {
+        std::optional<std::string> x;
+        if (auto ec = j.get(t, key, x)) throw error(ec, "reading the outbox");
+        return x;
+      };
+      v = co_await j.async_run(std::move(read));
+    }
+    if (!v) co_return std::nullopt;
+    co_return detail::decode(id, *v).info.owner;
+  }
+
+  error held(const std::string& id, const std::string& holder) const {
+    if (holder == this->pid())
+      return error(errc::id_in_use, "start_effect in " + this->pid() + ": operation ID " + id +
+                                        " is in the outbox for " + holder +
+                                        " already, but not in its state; nothing was written");
+    return error(errc::id_in_use, "start_effect in " + this->pid() + " refused: operation ID " + id +
+                                      " belongs to " + holder + " (an operation ID names one effect of one owner; " +
+                                      holder + "'s record was not touched); give " + this->pid() +
+                                      "'s effects IDs of their own");
+  }
 
   template <class S>
   static auto& table_of(S& s) {

@@ -22,6 +22,10 @@ enum class errc {
   corrupt_record = 1,
   /// No adapter is registered for an effect's type.
   no_adapter,
+  /// An operation ID another owner started (its record is in the outbox):
+  /// refused, nothing written, the first record untouched.
+  /// (`std::errc::file_exists`)
+  id_in_use,
 };
 
 namespace detail {
@@ -31,11 +35,13 @@ struct errors {
     switch (e) {
     case errc::corrupt_record: return "unreadable outbox record";
     case errc::no_adapter: return "no adapter for the effect type";
+    case errc::id_in_use: return "operation ID started by another owner";
     }
     return {};
   }
   static constexpr std::optional<std::errc> condition(errc e) noexcept {
     if (e == errc::corrupt_record) return std::errc::bad_message;
+    if (e == errc::id_in_use) return std::errc::file_exists;
     return std::nullopt;
   }
 };

@@ -53,6 +53,9 @@ enum class errc {
   /// Recovery needs a snapshot that cannot be read or decoded (the events it
   /// covers were deleted): named by persistence ID and sequence number.
   snapshot_unreadable,
+  /// A write may only create a key (`table_write::create`) that exists
+  /// already: nothing of the write was applied. (`std::errc::file_exists`)
+  key_exists,
 };
 
 namespace detail {
@@ -72,6 +75,7 @@ struct errors {
     case errc::storage_full: return "storage full";
     case errc::already_running: return "persistence ID already in use by a live actor";
     case errc::snapshot_unreadable: return "snapshot needed for recovery is unreadable";
+    case errc::key_exists: return "key exists already";
     }
     return {};
   }
@@ -85,6 +89,7 @@ struct errors {
     case errc::corrupt_store: return std::errc::bad_message;
     case errc::storage_full: return std::errc::no_space_on_device;
     case errc::already_running: return std::errc::device_or_resource_busy;
+    case errc::key_exists: return std::errc::file_exists;
     default: return std::nullopt;
     }
   }

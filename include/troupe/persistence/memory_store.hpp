@@ -102,6 +102,8 @@ public:
       for (std::size_t i = 0; i < events.size(); ++i)
         if (events[i].seq != s->highest + 1 + i) return errc::sequence_mismatch;
     }
+    for (auto& w : tables)
+      if (w.only_new && data_[detail::table_registry::slot_of(w.table)].contains(w.key)) return errc::key_exists;
     for (auto& w : tables) {
       auto& t = data_[detail::table_registry::slot_of(w.table)];
       if (w.value)

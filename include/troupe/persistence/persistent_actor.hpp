@@ -407,6 +407,7 @@ private:
       const auto code = ec == errc::write_rejected      ? errc::write_rejected
                         : ec == errc::sequence_mismatch ? errc::sequence_mismatch
                         : ec == errc::storage_full      ? errc::storage_full
+                        : ec == errc::key_exists        ? errc::key_exists
                                                         : errc::storage_failure;
       // Whether a failed write reached the disk is unknown: this instance
       // writes nothing more, even if the handler catches the error.

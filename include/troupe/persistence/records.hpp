@@ -142,9 +142,17 @@ struct table_write {
   persistence::table table;
   std::string key;
   std::optional<std::string> value;
+  /// Only if the key does not exist (`create`): otherwise the whole write
+  /// fails with `errc::key_exists`, nothing of it applied. Checked by the
+  /// store atomically with the write (a claim no second writer can also win).
+  bool only_new = false;
 
   static table_write put(persistence::table t, std::string key, std::string value) {
     return {t, std::move(key), std::move(value)};
+  }
+  /// Puts `value` under a key that must not exist yet.
+  static table_write create(persistence::table t, std::string key, std::string value) {
+    return {t, std::move(key), std::move(value), true};
   }
   static table_write erase(persistence::table t, std::string key) { return {t, std::move(key), std::nullopt}; }
 };

@@ -32,6 +32,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace troupe::persistence {
@@ -258,6 +259,7 @@ private:
       });
     batch_.Clear();
     accepted_.clear();
+    created_.clear();
     for (auto& w : later) put_table(w);
     std::uint64_t events = 0;
     std::int64_t now = 0; // the group's write time, read once
@@ -286,6 +288,12 @@ private:
           r->done(errc::sequence_mismatch);
           continue;
         }
+      }
+      // Keys it may only create: absent from the store and from this group
+      // so far (one writer per store: no second writer can also create one).
+      if (auto ec = check_new_keys(*r)) {
+        r->done(ec);
+        continue;
       }
       // Validated: from here on, the request's operations all go in.
       if (r->extra) {
@@ -390,6 +398,33 @@ private:
     return last_error_;
   }
 
+  /// `key_exists` if a key `r` may only create is in the store or was put
+  /// by this group before it; otherwise those keys count as this group's.
+  std::error_code check_new_keys(const request& r) {
+    bool any = false;
+    for (auto& w : r.tables) {
+      if (!w.only_new) continue;
+      any = true;
+      auto* cf = layout_.table_cf(w.table);
+      if (!cf) return troupe::errc::invalid_argument;
+      if (created_.contains(new_key(cf, w.key))) return errc::key_exists;
+      std::string v;
+      auto st = layout_.db->Get(rocksdb::ReadOptions{}, cf, w.key, &v);
+      if (st.ok()) return errc::key_exists;
+      if (!st.IsNotFound()) {
+        failures_.set("checking a key the write may only create: " + st.ToString());
+        return status_code(st);
+      }
+    }
+    if (any)
+      for (auto& w : r.tables)
+        if (w.only_new) created_.insert(new_key(layout_.table_cf(w.table), w.key));
+    return {};
+  }
+  static std::string new_key(rocksdb::ColumnFamilyHandle* cf, const std::string& key) {
+    return std::to_string(cf->GetID()) + '\0' + key;
+  }
+
   static constexpr std::chrono::milliseconds retry_interval{50}, max_retry_interval{1000};
 
   static std::string floor_value(std::int64_t f) {
@@ -480,6 +515,7 @@ private:
   std::chrono::milliseconds interval_ = retry_interval;
   std::vector<request*> order_;
   std::vector<accepted_request> accepted_;
+  std::unordered_set<std::string> created_; // keys created in this group (check_new_keys)
   rocksdb::WriteBatch batch_;
 
   std::atomic<std::uint64_t> batches_{0};
