@@ -1,5 +1,6 @@
 # Compiles SOURCE and succeeds only if that fails with a diagnostic that
-# names each of EXPECT (a list).
+# names each of EXPECT (a list); with FIRST_ERROR, the first error line names
+# it (the diagnostic says what to write first, not after a wall of others).
 set(flags -std=c++20 -fsyntax-only)
 foreach(dir ${INCLUDES})
   list(APPEND flags -I${dir})
@@ -15,5 +16,12 @@ foreach(expected ${EXPECT})
     message(FATAL_ERROR "the diagnostic does not mention '${expected}':\n${diagnostic}")
   endif()
 endforeach()
+if(DEFINED FIRST_ERROR)
+  string(REGEX MATCH "error:[^\n]*" first "${diagnostic}")
+  string(FIND "${first}" "${FIRST_ERROR}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the first error does not mention '${FIRST_ERROR}': ${first}\n${diagnostic}")
+  endif()
+endif()
 string(LENGTH "${diagnostic}" length)
 message(STATUS "rejected as expected (${length} characters of diagnostic)")

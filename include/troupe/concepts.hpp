@@ -33,12 +33,44 @@ concept handles_directly = requires(A& actor, M&& msg) { actor.handle(std::move(
 template <class M>
 using reply_of_t = typename reply_of<M>::type;
 
+/// Instantiated only for a `handle(M, reply_promise<R>)` that does not
+/// match what `M` names: says what to write.
+template <class M, class R>
+struct reply_promise_diagnosis {
+  static_assert(requires { typename reply_of<M>::type; },
+                "troupe: a handler handle(M, troupe::reply_promise<R>) needs M to name its reply type: declare "
+                "`using reply_type = R` in M (or specialize troupe::reply_of<M>): an asker must know R without the "
+                "actor's class");
+  static_assert(!requires { typename reply_of<M>::type; },
+                "troupe: the promise of handle(M, troupe::reply_promise<R>) must be "
+                "reply_promise<typename M::reply_type> (troupe::reply_of<M>::type)");
+  static constexpr bool value = false;
+};
+
+/// Converts to the `reply_promise<R>` of any handler that takes one: only
+/// a handler whose second parameter is a promise deduces through it.
+template <class M>
+struct promise_probe {
+  template <class R>
+    requires reply_promise_diagnosis<M, R>::value
+  operator reply_promise<R>() const; // declared only: used in unevaluated operands
+};
+
+template <class A, class M>
+concept handles_later_as_declared = requires { typename reply_of<M>::type; } &&
+                                    requires(A& actor, M&& msg, reply_promise<reply_of_t<M>>&& p) {
+                                      actor.handle(std::move(msg), std::move(p));
+                                    };
+
+/// A `handle(M, reply_promise<R>)` that does not match `M`'s reply type (or
+/// `M` names none): a hard error saying what to write.
+template <class A, class M>
+concept promise_handler_misdeclared = requires(A& actor, M&& msg) { actor.handle(std::move(msg), promise_probe<M>{}); };
+
 /// `A::handle(M, reply_promise<R>)`, with `R` the reply type `M` names.
 template <class A, class M>
-concept handles_later = !handles_directly<A, M> && requires { typename reply_of<M>::type; } &&
-                        requires(A& actor, M&& msg, reply_promise<reply_of_t<M>>&& p) {
-                          actor.handle(std::move(msg), std::move(p));
-                        };
+concept handles_later =
+    !handles_directly<A, M> && (handles_later_as_declared<A, M> || promise_handler_misdeclared<A, M>);
 
 template <class M, class List>
 inline constexpr bool listed_in = false;

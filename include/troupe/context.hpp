@@ -206,7 +206,9 @@ public:
 
   /// Sets an ask aside with its promise (for a handler that answers later):
   /// handled again with the promise after `unstash_all()`; if the actor
-  /// stops first, the asker gets `errc::broken_promise`.
+  /// stops first, the asker gets `errc::actor_stopped` (as for an ask still
+  /// queued); a restart keeps it stashed; an entity's next activation
+  /// receives it.
   template <class M>
     requires detail::handles_later<T, std::decay_t<M>>
   void stash(M&& msg, reply_promise<detail::reply_of_t<std::decay_t<M>>> promise) {

@@ -74,8 +74,10 @@ struct promise_access {
 ///
 /// A promise destroyed unanswered fails its ask at once with
 /// `errc::broken_promise` (never a timeout): an actor that stops or
-/// restarts with parked promises breaks them. A handler that throws fails
-/// the ask with `errc::handler_failed`, as a handler that returns does.
+/// restarts with parked promises breaks them. A handler that throws before
+/// answering fails the ask with `errc::handler_failed`; an answer given
+/// before the throw is the ask's reply (the first answer wins), and the
+/// exception is still the actor's failure, for its supervision.
 /// When the message was told, not asked, nobody waits: `pending()` is
 /// false and an answer goes nowhere.
 ///

@@ -13,7 +13,8 @@ namespace troupe {
 ///
 /// In every case the ask that caused the failure (if any) completes with an
 /// `troupe::error` of code `errc::handler_failed` whose `what()` carries the
-/// exception's message, and the message is not retried.
+/// exception's message (unless a `reply_promise` answered it before the
+/// throw: the first answer wins), and the message is not retried.
 ///
 /// The default is `restart`: up to 3 restarts within 10 seconds, with a
 /// backoff from 10 ms doubling up to 1 s; a failure past that stops the actor

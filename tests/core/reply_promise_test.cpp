@@ -88,6 +88,9 @@ struct keep_it {
 struct throw_after_keeping {
   using reply_type = int;
 };
+struct answer_then_throw {
+  using reply_type = int;
+};
 struct answer_twice {
   using reply_type = int;
 };
@@ -110,6 +113,10 @@ public:
   void handle(throw_after_keeping, troupe::reply_promise<int> p) {
     kept_.push_back(std::move(p));
     throw std::runtime_error("after keeping the promise");
+  }
+  void handle(answer_then_throw, troupe::reply_promise<int> p) {
+    p.deliver(7);
+    throw std::runtime_error("after answering");
   }
   void handle(answer_twice, troupe::reply_promise<int> p) {
     p.deliver(1);
@@ -307,6 +314,16 @@ TEST_CASE("an actor that stops with stashed messages counts them as dead letters
   test::get(s.when_stopped(asio::use_future));
   CHECK(code_of([&] { test::get(asked); }) == troupe::errc::actor_stopped);
   CHECK(sys.dead_letters() == before + 3);
+}
+
+TEST_CASE("an answer given through the promise before the handler throws is the ask's reply; the exception is "
+          "still the actor's failure") {
+  troupe::actor_system sys;
+  auto c = sys.spawn<careless>(troupe::spawn_options{.supervision = troupe::supervision::stop()});
+  CHECK(test::get(c.ask(answer_then_throw{}, asio::use_future)) == 7);
+  auto d = test::get(c.when_stopped(asio::use_future)); // its supervision saw the failure
+  CHECK(d.reason == troupe::exit_reason::failure);
+  CHECK(d.what.find("after answering") != std::string::npos);
 }
 
 } // namespace core_reply_promise_test

@@ -159,8 +159,8 @@ struct stashed_envelope final : tell_envelope<T, M> {
 };
 
 /// An ask set aside with `context::stash(msg, promise)`: handled again with
-/// its promise after `unstash_all`; if the actor stops first, the promise
-/// is broken.
+/// its promise after `unstash_all`; if the actor stops first, the ask fails
+/// with `actor_stopped` (as one still queued).
 template <class T, class M>
 struct stashed_ask_envelope final : envelope<T> {
   using R = reply_of_t<M>;

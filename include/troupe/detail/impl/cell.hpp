@@ -353,10 +353,21 @@ private:
       explicit constructing(cell_base* c) noexcept { constructing_cell = c; }
       ~constructing() { constructing_cell = outer; }
     } scope(this);
-    if constexpr (std::is_constructible_v<T, context<T>, A&&...>)
+    if constexpr (std::is_constructible_v<T, context<T>, A&&...>) {
       this->instance_.emplace(context<T>(this), std::forward<A>(a)...);
-    else
+    } else if constexpr (std::is_constructible_v<T, A&&...>) {
       this->instance_.emplace(std::forward<A>(a)...);
+    } else if constexpr (std::is_constructible_v<T, context<T>&, A&&...>) {
+      static_assert(!std::is_constructible_v<T, context<T>&, A&&...>,
+                    "troupe: the actor's constructor takes troupe::context<T>& (a non-const reference), which the "
+                    "actor system cannot bind: take troupe::context<T> by value (a small handle: keep a copy as a "
+                    "member) or by const&");
+    } else {
+      static_assert(std::is_constructible_v<T, A&&...>,
+                    "troupe: no constructor of the actor takes (troupe::context<T>, the arguments...) nor (the "
+                    "arguments...): check its parameters (a context<T> by value or const& first; an entity then "
+                    "gets its key, a persistent actor its persistence_id, then the arguments given)");
+    }
   }
 
   std::tuple<Args...> args_;
