@@ -69,8 +69,7 @@ struct nothing {};
 class account : public td::reliable_actor<account, nothing> {
 public:
   using events = tp::event_types<>;
-  account(troupe::context<account> ctx, troupe::persistence_id id, td::delivery_options o)
-      : reliable_actor(ctx, std::move(id), o) {}
+  account(troupe::context<account> ctx, troupe::persistence_id id) : reliable_actor(ctx, std::move(id)) {}
   int handle(touch) { return 1; }
 };
 
@@ -82,7 +81,7 @@ int activate(long actors, long slice) {
   td::set_transport(sys);
   td::delivery_options o;
   auto accounts = td::entities<account>(sys, "account-", o,
-                                        troupe::entity_options{.idle_timeout = 200ms, .max_live = 20'000}, o);
+                                        troupe::entity_options{.idle_timeout = 200ms, .max_live = 20'000});
   std::vector<double> rates;
   const auto t0 = clock_type::now();
   for (long from = 0; from < actors; from += slice) {

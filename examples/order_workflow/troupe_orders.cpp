@@ -310,7 +310,7 @@ public:
     // Orders are entities: activated by their first message (a command, a
     // delivery, an effect's outcome), passivated once idle for a second.
     orders = td::entities<order>(sys, std::string(order_prefix), o,
-                                 troupe::entity_options{.idle_timeout = std::chrono::seconds(1)}, ended, o,
+                                 troupe::entity_options{.idle_timeout = std::chrono::seconds(1)}, ended,
                                  a.warehouses);
   }
 

@@ -164,9 +164,11 @@ public:
   using accepts = td::accepts<accepted, shipment>;
 
   /// An entity: its number is in its persistence ID (`order-42`).
+  /// An entity of `td::entities<order>`: its delivery options are those
+  /// given there.
   order(troupe::context<order> ctx, troupe::persistence_id id, std::function<void(order_ended)> ended,
-        td::delivery_options o, long warehouses = default_warehouses)
-      : effectful_actor(ctx, std::move(id), o), n_(order_number(pid())), warehouses_(warehouses),
+        long warehouses = default_warehouses)
+      : effectful_actor(ctx, std::move(id)), n_(order_number(pid())), warehouses_(warehouses),
         ended_(std::move(ended)), work_(storage()) {}
 
   static void apply(order_state& s, const order_placed& e) {

@@ -181,6 +181,23 @@ bool recorded(tp::journal& j, const std::string& pid, const std::string& id) {
   return v.has_value();
 }
 
+
+/// Receives parcels, constructed without delivery options (an entity of
+/// `delivery::entities` gets those given there).
+struct options_query {};
+class bare_receiver : public td::reliable_actor<bare_receiver, taken_state> {
+public:
+  using events = tp::event_types<parcel_taken>;
+  using accepts = td::accepts<parcel>;
+  bare_receiver(troupe::context<bare_receiver> ctx, troupe::persistence_id id) : reliable_actor(ctx, std::move(id)) {}
+  static void apply(taken_state& s, const parcel_taken&) { ++s.taken; }
+  troupe::task<> handle(td::delivery<parcel> d) {
+    parcel_taken e{d.message.n};
+    co_await persist(e);
+  }
+  td::delivery_options handle(options_query) const { return delivery_settings(); }
+};
+
 } // namespace
 
 TEST_CASE("a delivery to a receiver entity that is not live activates it; each ID is processed once across its "
@@ -341,6 +358,22 @@ TEST_CASE("under slow syncs, sender entities that passivate between a confirmati
     }));
     rcv.stop();
   }
+}
+
+TEST_CASE("an entity constructed without delivery options has those given to delivery::entities, and one given "
+          "others does not activate") {
+  auto s = std::make_shared<seen>();
+  world w(memory_journal());
+  auto o = quick();
+  o.redelivery.max_attempts = 7;
+  o.dedup.cached_marks = 17;
+  auto bare = td::entities<bare_receiver>(w.sys, "bare-", o, troupe::entity_options{});
+  CHECK(test::get(bare.get("bare-1").ask(options_query{}, asio::use_future)) == o);
+  auto other = o;
+  other.dedup.cached_marks = 3;
+  auto receivers = td::entities<receiver>(w.sys, "rcv-", o, troupe::entity_options{}, s, other);
+  CHECK_THROWS_WITH(test::get(receivers.get("rcv-1").ask(td::delivery_status{}, asio::use_future)),
+                    Catch::Contains("delivery::entities<"));
 }
 
 TEST_CASE("a store written before the work index had senders with unconfirmed deliveries: they are indexed once") {

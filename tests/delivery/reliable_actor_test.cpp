@@ -12,6 +12,7 @@
 
 #include "../support.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -698,15 +699,38 @@ TEST_CASE("a failed write of the handler's batch acknowledges nothing, the redel
   CHECK(st.taken.begin()->second == 1);
 }
 
-TEST_CASE("a message type the receiver does not accept is not acknowledged") {
+TEST_CASE("a message type the receiver does not accept is not acknowledged, and the transport warns once per kind") {
   world w;
+  warnings_heard heard;
+  heard.listen(*w.net);
   auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
   REQUIRE(w.eventually([&] { return w.stats(r).rejected == 0; }));
-  w.net->send(td::message{"receiver", "nobody", td::delivery_id("x"), "test.other", 1, "{}"});
-  w.net->send(td::message{"receiver", "nobody", td::delivery_id("y"), "test.item", 1, "not json"});
-  w.net->send(td::message{"receiver", "nobody", td::delivery_id("z"), "test.item", 2, "{\"n\":1}"});
-  REQUIRE(w.eventually([&] { return w.stats(r).rejected == 3; }));
+  for (const char* id : {"x1", "x2", "x3"})
+    w.net->send(td::message{"receiver", "nobody", td::delivery_id(id), "test.other", 1, "{}"});
+  for (const char* id : {"y1", "y2"})
+    w.net->send(td::message{"receiver", "nobody", td::delivery_id(id), "test.item", 1, "not json"});
+  for (const char* id : {"z1", "z2"})
+    w.net->send(td::message{"receiver", "nobody", td::delivery_id(id), "test.item", 2, "{\"n\":1}"});
+  REQUIRE(w.eventually([&] { return w.stats(r).rejected == 7; }));
   CHECK(w.probes->handler_runs == 0);
+  std::vector<std::string> said;
+  {
+    std::lock_guard g(heard.m);
+    for (auto& s : heard.said)
+      if (s.find("does not take") != std::string::npos) said.push_back(s);
+  }
+  INFO(Catch::Detail::stringify(said));
+  CHECK(said.size() == 3); // one per kind (the two unreadable payloads are one kind)
+  const auto any = [&](std::initializer_list<const char*> parts) {
+    return std::any_of(said.begin(), said.end(), [&](const std::string& s) {
+      for (auto* p : parts)
+        if (s.find(p) == std::string::npos) return false;
+      return true;
+    });
+  };
+  CHECK(any({"test.other is not in its accepts", "it accepts test.item v1"}));
+  CHECK(any({"another version", "version 2"}));
+  CHECK(any({"does not read as test.item"}));
 }
 
 TEST_CASE("under drops, duplicates, reordering and delays, each delivery's effect is applied once") {

@@ -70,8 +70,9 @@ inline void index_senders(persistence::journal& j) {
 ///   (the transport routes it to the region);
 /// - the transport knows their policy, `delivery`, by the prefix (the
 ///   retention checks of `transport::admit` hold for them while they are
-///   passivated; `requeue` can tell their retention); each activation
-///   must be constructed with the same policy;
+///   passivated; `requeue` can tell their retention); every activation
+///   gets it: a constructor that takes no `delivery_options` is given
+///   these, one that passes others fails to activate (`invalid_argument`);
 /// - an entity with unconfirmed deliveries declines passivation, and is
 ///   marked in the work index from the write that records its first
 ///   unconfirmed delivery to the one that removes its last: after a
@@ -87,7 +88,7 @@ inline void index_senders(persistence::journal& j) {
 ///
 /// \code
 /// td::delivery_options o;
-/// auto orders = td::entities<order>(sys, "order-", o, troupe::entity_options{.idle_timeout = 30s}, o);
+/// auto orders = td::entities<order>(sys, "order-", o, troupe::entity_options{.idle_timeout = 30s});
 /// tp::resume(journal, orders, "order-", asio::use_future).get();
 /// \endcode
 template <class T, class... Args>
@@ -110,6 +111,11 @@ entity_region<T> entities(actor_system& sys, std::string prefix, const delivery_
   std::optional<std::chrono::milliseconds> retention;
   if constexpr (requires { typename T::accepts; } || requires { typename T::troupe_accepts; })
     retention = delivery.dedup.retention;
+  auto kept = sys.extension_or<detail::entity_policy<T>>(
+      [&] { return std::make_shared<detail::entity_policy<T>>(detail::entity_policy<T>{prefix, delivery}); });
+  if (kept->prefix != prefix || !(kept->options == delivery))
+    throw error(troupe::errc::invalid_argument, "delivery::entities<" + std::string(troupe::detail::type_name<T>()) +
+                                                    ">: entities of that type are already in this actor system");
   net->admit_entities(prefix, delivery.redelivery.horizon(), retention);
   auto region = sys.entities<T>(std::move(options), std::forward<Args>(args)...);
   net->route(prefix, [region](message m) {

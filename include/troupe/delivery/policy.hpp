@@ -5,6 +5,7 @@
 /// remembers what it processed (`dedup_policy`).
 
 #include <chrono>
+#include <string>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,6 +43,8 @@ struct redelivery_policy {
     if (max_attempts == 0) return std::chrono::milliseconds::max();
     return max_backoff * max_attempts;
   }
+
+  friend bool operator==(const redelivery_policy&, const redelivery_policy&) = default;
 };
 
 /// How long a receiver remembers the delivery IDs it processed.
@@ -56,6 +59,8 @@ struct dedup_policy {
   /// duplicate of one is answered without reading the store). The store's
   /// table is the index: memory does not grow with the marks kept.
   std::size_t cached_marks = 256;
+
+  friend bool operator==(const dedup_policy&, const dedup_policy&) = default;
 };
 
 struct delivery_options {
@@ -73,6 +78,18 @@ struct delivery_options {
   /// in the instance's state, which must restart each time: the default
   /// fits the default supervision (3 restarts within 10 s).
   std::uint32_t max_handler_failures = 3;
+
+  friend bool operator==(const delivery_options&, const delivery_options&) = default;
 };
+
+namespace detail {
+/// What `delivery::entities<T>` was given: the options of every activation
+/// of `T` (an extension of the actor system, one per `T`).
+template <class T>
+struct entity_policy {
+  std::string prefix;
+  delivery_options options;
+};
+} // namespace detail
 
 } // namespace troupe::delivery

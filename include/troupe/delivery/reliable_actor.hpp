@@ -49,6 +49,32 @@
 namespace troupe::delivery {
 
 namespace detail {
+
+template <class M, class List>
+inline constexpr bool listed = false;
+template <class M, class... Ms>
+inline constexpr bool listed<M, accepts<Ms...>> = (std::is_same_v<M, Ms> || ...);
+
+/// Instantiated only for a handler of `delivery<M>` whose `M` is not in
+/// `List`: says so, naming both in the instantiation.
+template <class M, class List>
+struct handled_but_not_accepted {
+  static_assert(listed<M, List>,
+                "troupe: handle(troupe::delivery::delivery<M>) for a message M missing from the actor's accepts "
+                "(every delivery of M would be rejected at run time): add M to "
+                "`using accepts = troupe::delivery::accepts<...>`");
+  static constexpr bool value = true;
+};
+
+/// Converts to the `delivery<M>` of a handler whose `M` is missing from
+/// `List`: only handlers that take a `delivery<X>` deduce through it.
+template <class List>
+struct unaccepted_probe {
+  template <class M>
+    requires(!listed<M, List> && handled_but_not_accepted<M, List>::value)
+  operator delivery<M>() const; // declared only: used in unevaluated operands
+};
+
 /// Once per actor system: the store drops the dedup marks whose receiver's
 /// retention (as the transport knows it: by name while the receiver is
 /// live, by prefix for entities) has passed.
@@ -108,12 +134,30 @@ class reliable_actor : public persistence::persistent_actor<Derived, State> {
 public:
   // -- construction -------------------------------------------------------------
 
-  /// Throws `invalid_argument` for an inconsistent policy, or a dedup
-  /// retention shorter than a sender's redelivery horizon (`transport::admit`).
-  reliable_actor(context<Derived> ctx, persistence::persistence_id id, delivery_options options = {},
+  /// As an entity of `delivery::entities<Derived>`: with the options given
+  /// there; otherwise with the default options. Throws as the other.
+  reliable_actor(context<Derived> ctx, persistence::persistence_id id, persistence::persistence_options persistence = {})
+      : reliable_actor(ctx, std::move(id), std::optional<delivery_options>(), persistence, 0) {}
+
+  /// Throws `invalid_argument` for an inconsistent policy, a dedup
+  /// retention shorter than a sender's redelivery horizon
+  /// (`transport::admit`), or, as an entity of `delivery::entities<Derived>`,
+  /// other options than it was given (every activation has those: leave them
+  /// out of the constructor).
+  reliable_actor(context<Derived> ctx, persistence::persistence_id id, delivery_options options,
                  persistence::persistence_options persistence = {})
-      : base(ctx, std::move(id), persistence), options_(options), net_(transport_of(ctx.system())),
-        tables_(detail::tables::of(this->storage())), marks_(options.dedup.cached_marks) {
+      : reliable_actor(ctx, std::move(id), std::optional<delivery_options>(options), persistence, 0) {}
+
+private:
+  reliable_actor(context<Derived> ctx, persistence::persistence_id id, std::optional<delivery_options> given,
+                 persistence::persistence_options persistence, int)
+      : base(ctx, std::move(id), persistence), options_(settle(ctx.system(), this->pid(), given)),
+        net_(transport_of(ctx.system())), tables_(detail::tables::of(this->storage())),
+        marks_(options_.dedup.cached_marks) {
+    // Every handle(delivery<M>) of Derived has its M in accepts (the error
+    // names M otherwise).
+    static_assert(!requires(Derived& d) { d.handle(detail::unaccepted_probe<accepted_of<Derived>>{}); },
+                  "troupe: a delivery handler's message is missing from accepts");
     const auto& r = options_.redelivery;
     const auto& d = options_.dedup;
     if (r.initial_backoff.count() <= 0 || r.max_backoff < r.initial_backoff)
@@ -139,6 +183,21 @@ public:
     }
   }
 
+  /// The options of this instance: those `delivery::entities<Derived>` was
+  /// given, for one of its entities; else `given`, or the defaults.
+  static delivery_options settle(actor_system& sys, const std::string& pid,
+                                 const std::optional<delivery_options>& given) {
+    auto kept = sys.template extension<detail::entity_policy<Derived>>();
+    if (!kept || !pid.starts_with(kept->prefix)) return given.value_or(delivery_options{});
+    if (given && !(*given == kept->options))
+      throw error(troupe::errc::invalid_argument,
+                  "reliable actor " + pid + ": constructed with other delivery options than delivery::entities<" +
+                      std::string(troupe::detail::type_name<Derived>()) +
+                      "> was given (every activation has those: leave them out of the constructor)");
+    return kept->options;
+  }
+
+public:
   reliable_actor(const reliable_actor&) = delete;
   reliable_actor& operator=(const reliable_actor&) = delete;
 
@@ -201,6 +260,11 @@ public:
     select(accepted_of<Derived>{}, m, f);
     if (!f) {
       ++rejected_;
+      net_->unaccepted(troupe::detail::type_name<Derived>(), this->pid(), m, describe(accepted_of<Derived>{}),
+                       version_known(accepted_of<Derived>{}, m)
+                           ? m.manifest + " is accepted at another version; this delivery has version " +
+                                 std::to_string(m.version)
+                           : m.manifest + " is not in its accepts");
       co_return;
     }
     co_await (this->*f)(m, key);
@@ -475,6 +539,20 @@ private:
   /// write (all of them or none; a crash before it leaves them where they
   /// were, for the next start).
   void move_marks_by_id(const std::string& prefix);
+
+  /// The accepted types, as "manifest vN, ...".
+  template <class... M>
+  static std::string describe(accepts<M...>) {
+    std::string s;
+    ((s += (s.empty() ? "" : ", ") + std::string(M::manifest) + " v" + std::to_string(persistence::version_of<M>())),
+     ...);
+    return s.empty() ? "nothing" : s;
+  }
+  /// Whether `m`'s manifest is accepted at some version.
+  template <class... M>
+  static bool version_known(accepts<M...>, const message& m) {
+    return ((m.manifest == M::manifest) || ...);
+  }
 
   template <class... M>
   void select(accepts<M...>, const message& m, task<> (reliable_actor::*& f)(message&, std::string&)) {

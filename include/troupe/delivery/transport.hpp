@@ -212,6 +212,25 @@ public:
     return false;
   }
 
+  /// Warns once per receiver class, manifest and version that a reliable
+  /// actor does not take a delivery (`why`: its type is not in the actor's
+  /// `accepts`, another version of it, or a payload that does not read as
+  /// it); the delivery is not acknowledged, and its sender redelivers it
+  /// until it gives up. At most `max_warned_senders` kinds are remembered.
+  void unaccepted(std::string_view receiver_class, const std::string& receiver, const message& m,
+                  const std::string& accepted, const std::string& why) {
+    {
+      std::lock_guard g(policies_mutex_);
+      if (warned_unaccepted_.size() >= max_warned_senders) return;
+      auto k = std::string(receiver_class) + '\0' + m.manifest + '\0' + std::to_string(m.version);
+      if (!warned_unaccepted_.insert(std::move(k)).second) return;
+    }
+    warn("reliable actor " + receiver + " (" + std::string(receiver_class) + ") does not take delivery " +
+         m.id.str() + " from " + m.from + ": " + why + " (it accepts " + accepted +
+         "); it is not acknowledged, and " + m.from +
+         " redelivers it until it gives up (warned once per actor class and message)");
+  }
+
 private:
   static std::string show(std::chrono::milliseconds d) {
     return d == std::chrono::milliseconds::max() ? std::string("unlimited") : std::to_string(d.count()) + " ms";
@@ -308,6 +327,7 @@ private:
   std::set<std::pair<std::chrono::milliseconds, admitted>> by_horizon_, by_retention_;
   std::unordered_set<std::string> warned_;
   bool warned_enough_ = false; // max_warned_senders were named: no more
+  std::unordered_set<std::string> warned_unaccepted_; // receiver class, manifest, version (unaccepted)
   std::function<void(const std::string&)> warning_;
 };
 

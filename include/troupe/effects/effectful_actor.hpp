@@ -61,8 +61,12 @@ class effectful_actor : public delivery::reliable_actor<Derived, State> {
   using base = delivery::reliable_actor<Derived, State>;
 
 public:
-  /// As `reliable_actor`'s.
-  effectful_actor(context<Derived> ctx, persistence::persistence_id id, delivery::delivery_options options = {},
+  /// As `reliable_actor`'s: an entity of `delivery::entities<Derived>`
+  /// gets the options given there.
+  effectful_actor(context<Derived> ctx, persistence::persistence_id id,
+                  persistence::persistence_options persistence = {})
+      : base(ctx, std::move(id), persistence), outbox_(detail::outbox_table(this->storage())) {}
+  effectful_actor(context<Derived> ctx, persistence::persistence_id id, delivery::delivery_options options,
                   persistence::persistence_options persistence = {})
       : base(ctx, std::move(id), options, persistence), outbox_(detail::outbox_table(this->storage())) {}
 

@@ -114,8 +114,10 @@ task<> reliable_actor<Derived, State>::receive_as(message& m, std::string& key) 
   std::optional<M> msg;
   try {
     msg.emplace(persistence::from_json_text<M>(m.payload));
-  } catch (const std::exception&) {
+  } catch (const std::exception& ex) {
     ++rejected_;
+    net_->unaccepted(troupe::detail::type_name<Derived>(), this->pid(), m, describe(accepted_of<Derived>{}),
+                     "its payload does not read as " + std::string(M::manifest) + ": " + ex.what());
     co_return;
   }
   delivery<M> d{m.id, m.from, std::move(*msg)};
