@@ -25,6 +25,7 @@ struct add {
   int n;
 };
 struct total {};
+struct refuse_async {};
 
 /// Counts constructions and the time of each one (restarts).
 struct history {
@@ -50,6 +51,13 @@ public:
     asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
     co_await t.async_wait(asio::use_awaitable);
     throw std::runtime_error("flaky failed after a co_await");
+  }
+  /// A layer that has dealt with the failure itself: the ask fails, the actor does not.
+  troupe::task<int> handle(refuse_async) {
+    asio::steady_timer t(co_await asio::this_coro::executor, 1ms);
+    co_await t.async_wait(asio::use_awaitable);
+    throw troupe::detail::ask_failure{
+        std::make_exception_ptr(troupe::error(troupe::errc::invalid_argument, "refused on purpose"))};
   }
 
 private:
@@ -219,6 +227,25 @@ TEST_CASE("a failing on_start is not resumed: under supervision::resume the acto
   auto d = test::get(a.when_stopped(asio::use_future));
   CHECK(d.reason == troupe::exit_reason::failure);
   CHECK_THAT(d.what, Catch::Contains("not ready yet"));
+  CHECK(h->count() == 1);
+}
+
+TEST_CASE("a coroutine handler that throws an ask_failure fails the ask with its error, and not the actor") {
+  troupe::actor_system sys;
+  auto h = std::make_shared<history>();
+  auto a = sys.spawn<flaky>(troupe::spawn_options{.supervision = troupe::supervision::stop()}, h);
+  auto stopped = a.when_stopped(asio::use_future);
+  a.tell(add{2});
+  try {
+    test::get(a.ask(refuse_async{}, asio::use_future));
+    FAIL("the ask succeeded");
+  } catch (const troupe::error& e) {
+    CHECK(e.code() == troupe::errc::invalid_argument);
+    CHECK(std::string(e.what()).find("refused on purpose") != std::string::npos);
+  }
+  a.tell(refuse_async{}); // told: nobody to tell, and no failure either
+  CHECK(test::get(a.ask(total{}, asio::use_future)) == 2);
+  CHECK(stopped.wait_for(0s) == std::future_status::timeout);
   CHECK(h->count() == 1);
 }
 

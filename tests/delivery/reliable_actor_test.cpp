@@ -910,6 +910,145 @@ TEST_CASE("two poison deliveries that fail after persisting, under the default s
   CHECK(w.stats(r).handler_failures == 6);
 }
 
+// -- commands from outside -------------------------------------------------------
+
+namespace {
+/// The error an ask failed with (none if it succeeded).
+template <class T>
+troupe::error failure_of(std::future<T> f) {
+  try {
+    test::get(f);
+  } catch (const troupe::error& e) {
+    return e;
+  }
+  return troupe::error(std::error_code(), "succeeded");
+}
+td::command<item> command(std::string id, long n, std::string client = "driver", std::int64_t first_sent = 0) {
+  return {td::delivery_id(std::move(id)), item{n}, std::move(client), first_sent};
+}
+} // namespace
+
+TEST_CASE("a command retried under its request ID gets the original reply, and its handler runs once") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  CHECK(test::get(r.ask(command("req-1", 4), asio::use_future)) == 40);
+  CHECK(test::get(r.ask(command("req-1", 4), asio::use_future)) == 40);
+  CHECK(w.probes->handler_runs == 1);
+  CHECK(w.store->highest_sequence_nr("receiver") == 1);
+  auto st = w.stats(r);
+  CHECK(st.processed == 1);
+  CHECK(st.duplicates == 1);
+  // The handler saw the client as its sender.
+  CHECK(w.taken(r).taken.count("req-1") == 1);
+}
+
+TEST_CASE("a command retried after a crash, with another payload, gets the original reply; nothing runs again") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  CHECK(test::get(r.ask(command("req-1", 4), asio::use_future)) == 40);
+  w.crash();
+  w.boot();
+  w.probes->handler_runs = 0;
+  r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  CHECK(test::get(r.ask(command("req-1", 5), asio::use_future)) == 40);
+  CHECK(w.probes->handler_runs == 0);
+  CHECK(w.taken(r).total == 4);
+}
+
+TEST_CASE("the same request ID from two clients is two commands") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  CHECK(test::get(r.ask(command("req-1", 4, "a"), asio::use_future)) == 40);
+  CHECK(test::get(r.ask(command("req-1", 5, "b"), asio::use_future)) == 50);
+  CHECK(w.probes->handler_runs == 2);
+  CHECK(w.taken(r).total == 9);
+  CHECK(test::get(r.ask(command("req-1", 6, "a"), asio::use_future)) == 40);
+}
+
+TEST_CASE("a command whose write fails is not marked: the ask fails, and its retry runs it once") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  w.journal->fail_next_writes(1);
+  CHECK(failure_of(r.ask(command("req-1", 4), asio::use_future)).code());
+  CHECK(test::get(r.ask(command("req-1", 4), asio::use_future)) == 40);
+  CHECK(test::get(r.ask(command("req-1", 4), asio::use_future)) == 40);
+  CHECK(w.taken(r).taken.at("req-1") == 1);
+  CHECK(w.taken(r).total == 4);
+  CHECK(w.probes->handler_runs == 2);
+}
+
+TEST_CASE("a command whose handler throws fails its ask, not its actor; at max_handler_failures every retry is "
+          "rejected") {
+  world w;
+  auto o = fast_options();
+  CHECK(o.max_handler_failures == 3);
+  auto r = w.sys->spawn<receiver>(troupe::spawn_options{.supervision = troupe::supervision::stop()},
+                                  troupe::persistence_id{"receiver"}, w.probes, o);
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    auto e = failure_of(r.ask(command("bad", poison), asio::use_future));
+    CHECK(e.code() == troupe::errc::handler_failed);
+    CHECK(std::string(e.what()).find("cannot pick item 666") != std::string::npos);
+  }
+  auto third = failure_of(r.ask(command("bad", poison), asio::use_future));
+  CHECK(third.code() == td::errc::rejected);
+  CHECK(std::string(third.what()).find("failed 3 time(s)") != std::string::npos);
+  auto fourth = failure_of(r.ask(command("bad", poison), asio::use_future));
+  CHECK(fourth.code() == td::errc::rejected);
+  CHECK(w.probes->handler_runs == 3);
+  // One that failed after persisting: its state is recovered in place.
+  CHECK(failure_of(r.ask(command("bad-2", poison_after_persist), asio::use_future)).code() ==
+        troupe::errc::handler_failed);
+  CHECK(w.taken(r).total == 0);
+  CHECK(test::get(r.ask(command("good", 1), asio::use_future)) == 10);
+  CHECK(w.probes->receivers_constructed == 1); // never restarted (and, under stop, never stopped)
+}
+
+TEST_CASE("a command retried later than the retention from its first sending, with no mark, is refused and not run") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, short_horizon(2000ms));
+  const auto now = troupe::detail::now_ms();
+  // No mark can have been dropped yet: the store has not expired any.
+  CHECK(test::get(r.ask(command("old", 1, "driver", now - 10'000), asio::use_future)) == 10);
+  REQUIRE_FALSE(w.journal->drop_expired(w.store->open_table("dedup_v2")));
+  // Now marks up to the present may be gone: a first sending 10 s ago may
+  // have run and been forgotten.
+  auto e = failure_of(r.ask(command("older", 2, "driver", now - 10'000), asio::use_future));
+  CHECK(e.code() == td::errc::request_expired);
+  CHECK(std::string(e.what()).find("older") != std::string::npos);
+  CHECK(w.probes->handler_runs == 1);
+  // One sent just now runs, and its mark counts from its first sending.
+  CHECK(test::get(r.ask(command("new", 3, "driver", troupe::detail::now_ms()), asio::use_future)) == 30);
+  CHECK(test::get(r.ask(command("new", 3, "driver", troupe::detail::now_ms()), asio::use_future)) == 30);
+  CHECK(w.probes->handler_runs == 2);
+}
+
+TEST_CASE("a command with a client name over 256 bytes is refused, naming the limit") {
+  world w;
+  auto r = w.sys->spawn<receiver>(troupe::persistence_id{"receiver"}, w.probes, fast_options());
+  auto e = failure_of(r.ask(command("req", 1, std::string(257, 'c')), asio::use_future));
+  CHECK(e.code() == troupe::errc::invalid_argument);
+  CHECK(std::string(e.what()).find("256") != std::string::npos);
+  CHECK(w.probes->handler_runs == 0);
+}
+
+TEST_CASE("a command to a receiver entity is answered once across passivations and restarts") {
+  world w;
+  auto o = fast_options();
+  {
+    auto receivers =
+        td::entities<receiver>(*w.sys, "rcv-", o, troupe::entity_options{.idle_timeout = 10ms}, w.probes, o);
+    CHECK(test::get(receivers.get("rcv-1").ask(command("req-1", 4), asio::use_future)) == 40);
+    REQUIRE(w.eventually([&] { return receivers.stats().live == 0; }));
+    CHECK(test::get(receivers.get("rcv-1").ask(command("req-1", 4), asio::use_future)) == 40);
+  }
+  w.crash();
+  w.boot();
+  auto again = td::entities<receiver>(*w.sys, "rcv-", o, troupe::entity_options{}, w.probes, o);
+  CHECK(test::get(again.get("rcv-1").ask(command("req-1", 4), asio::use_future)) == 40);
+  CHECK(w.probes->handler_runs == 1);
+  CHECK(test::get(again.get("rcv-1").ask(taken_query{}, asio::use_future)).total == 4);
+}
+
 TEST_CASE("deliver refuses an ID still unconfirmed to another receiver, and takes it again for the same one") {
   world w;
   auto o = fast_options();

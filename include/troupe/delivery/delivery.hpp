@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace troupe::delivery {
 
@@ -32,6 +33,39 @@ struct delivery {
   std::string sender;
   M message;
 };
+
+/// A command from outside the reliable actors (a driver, an HTTP handler, a
+/// command line), asked of a reliable actor that accepts `M`: its
+/// `handle(delivery<M>)` runs once per client and request ID. The events it
+/// persists, the deliveries it makes and its reply are written in one
+/// atomic write with a dedup mark, and the ask is answered only once that
+/// write is durable. Asked again under the same ID (a retry after a
+/// timeout, a crash, a lost reply), it is answered with the stored reply
+/// and nothing runs — whatever the retry's message says. The handler sees
+/// `delivery<M>::sender` as `command_sender(client)`.
+///
+/// Retry a request for at most the receiver's dedup retention from its
+/// first sending: the mark is kept that long from then. With
+/// `first_sent_ms` given (the same on every retry), a retry that finds no
+/// mark where the store may have dropped one is refused with
+/// `errc::request_expired` rather than run again.
+template <message_type M>
+struct command {
+  /// The request ID, the same on every retry (1 to 1,024 bytes).
+  delivery_id id;
+  M message;
+  /// Who asks: request IDs are unique per client (at most 256 bytes).
+  std::string client{};
+  /// When the client first sent this request (wall clock, milliseconds
+  /// since the epoch; 0: not known, and a late retry is not refused).
+  std::int64_t first_sent_ms = 0;
+};
+
+/// The longest client name a command may carry, in bytes.
+inline constexpr std::size_t max_client_size = 256;
+
+/// The sender a command's handler sees: `troupe.command:` and the client.
+inline std::string command_sender(std::string_view client) { return "troupe.command:" + std::string(client); }
 
 /// Told to a sender that handles it, once a delivery is confirmed, with the
 /// receiver's reply (JSON text) if its handler returned one. A notification:

@@ -36,6 +36,14 @@ enum class errc {
   /// (an ID names one delivery of its sender); nothing was recorded.
   /// (`std::errc::file_exists`)
   id_in_use,
+  /// A command the receiver's handler failed on `max_handler_failures`
+  /// times: every retry under its request ID gets this, and nothing runs.
+  /// (`std::errc::operation_canceled`)
+  rejected,
+  /// A command retried later than the receiver's dedup retention from its
+  /// first sending, with no mark: it may have run and been forgotten, so it
+  /// is not run. (`std::errc::timed_out`)
+  request_expired,
 };
 
 namespace detail {
@@ -49,6 +57,8 @@ struct errors {
     case errc::message_too_large: return "message larger than the delivery limit";
     case errc::requeue_refused: return "re-queue refused: the receiver may have forgotten the delivery";
     case errc::id_in_use: return "delivery ID unconfirmed to another receiver";
+    case errc::rejected: return "command rejected: its handler failed too often";
+    case errc::request_expired: return "command retried after the receiver's dedup retention";
     }
     return {};
   }
@@ -59,6 +69,8 @@ struct errors {
     case errc::message_too_large: return std::errc::message_size;
     case errc::requeue_refused: return std::errc::operation_not_permitted;
     case errc::id_in_use: return std::errc::file_exists;
+    case errc::rejected: return std::errc::operation_canceled;
+    case errc::request_expired: return std::errc::timed_out;
     default: return std::nullopt;
     }
   }

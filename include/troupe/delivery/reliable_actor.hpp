@@ -131,6 +131,17 @@ template <class Derived, class State>
 class reliable_actor : public persistence::persistent_actor<Derived, State> {
   using base = persistence::persistent_actor<Derived, State>;
 
+  template <class... A, class... B>
+  static accepts<A..., B...> join(accepts<A...>, accepts<B...>);
+
+  /// What `X` accepts, and what a library base class between it and this
+  /// one accepts (`troupe_accepts`, handled by `troupe_handle`). Used only
+  /// where `Derived` is complete (member bodies, constraints checked at a
+  /// call).
+  template <class X>
+  using accepted_of = decltype(join(typename troupe::detail::accepts_or<X, accepts<>>::type{},
+                                    typename troupe::detail::troupe_accepts_or<X, accepts<>>::type{}));
+
 public:
   // -- construction -------------------------------------------------------------
 
@@ -270,6 +281,18 @@ public:
     co_await (this->*f)(m, key);
   }
 
+  /// A command from outside (see `command`): `handle(delivery<M>)` once
+  /// per client and request ID, its reply kept with the dedup mark in the
+  /// handler's atomic write; a retry is answered from the mark. A handler
+  /// failure fails the ask (`troupe::errc::handler_failed`, counted as for
+  /// a delivery; at `max_handler_failures`, `errc::rejected` for every
+  /// retry), not the actor.
+  template <class M>
+    requires detail::listed<M, accepted_of<Derived>>
+  task<reply_type_t<Derived, delivery<M>>> troupe_handle(command<M> c) {
+    return run_command<M>(std::move(c));
+  }
+
   task<std::vector<dead_letter>> troupe_handle(list_dead_letters);
 
   task<bool> troupe_handle(requeue r);
@@ -387,15 +410,6 @@ protected:
   bool unconfirmed(const delivery_id& id) const { return tracker_ && tracker_->unconfirmed(id.str()); }
 
 private:
-  template <class... A, class... B>
-  static accepts<A..., B...> join(accepts<A...>, accepts<B...>);
-
-  /// What `X` accepts, and what a library base class between it and this
-  /// one accepts (`troupe_accepts`, handled by `troupe_handle`). Used only
-  /// inside member functions, where `Derived` is complete.
-  template <class X>
-  using accepted_of = decltype(join(typename troupe::detail::accepts_or<X, accepts<>>::type{},
-                                    typename troupe::detail::troupe_accepts_or<X, accepts<>>::type{}));
 
   static constexpr bool receives_of(accepts<>) { return false; }
   template <class... M>
@@ -499,14 +513,15 @@ private:
   /// of the first layout, one moved from there for its ID (which stands for
   /// any sender) — or null. A mark read from the store stays in memory
   /// (`cached_marks`). The pointer is valid until the next mark is added.
-  task<const detail::dedup_marks::mark*> find_mark(const message& m, const std::string& key) {
+  task<const detail::dedup_marks::mark*> find_mark(const message& m, const std::string& key,
+                                                    bool first_layout = true) {
     if (const auto* mk = marks_.find(key)) {
       // One past the retention is as the store may have it: forgotten.
       const auto r = options_.dedup.retention;
       if (r == std::chrono::milliseconds::max() || mk->time_ms + r.count() > troupe::detail::now_ms()) co_return mk;
       marks_.erase(key);
     }
-    const bool moved = tables_.dedup_by_id.has_value();
+    const bool moved = first_layout && tables_.dedup_by_id.has_value();
     auto k = dedup_key(key);
     // Mostly the store answers from memory (a new delivery's mark is not
     // there, as its filters say), without a trip to the blocking thread.
@@ -568,13 +583,34 @@ private:
   template <class M>
   task<> receive_as(message& m, std::string& key);
 
+  /// The command `c` (see `troupe_handle(command<M>)`).
+  template <class M>
+  task<reply_type_t<Derived, delivery<M>>> run_command(command<M> c);
+
+  /// What the first run of a delivery or command left: its reply, or the
+  /// failure mark written (`failed`, with no mark when even that write
+  /// failed: `unmarked`).
+  struct first_run {
+    std::optional<std::string> reply;
+    std::optional<detail::dedup_marks::mark> failed;
+    bool unmarked = false;
+  };
+
+  /// Runs the handler on the first arrival of `m` (whose `msg` is decoded):
+  /// its events, deliveries and the mark in one write, durable when this
+  /// returns.
+  template <class M>
+  task<first_run> run_first(const message& m, std::string& key, M msg, bool acknowledge_rejection);
+
   /// The handler failed on `m` (its batch aborted): the failure is counted
   /// durably under the delivery's mark key; at `max_handler_failures` the
   /// delivery is rejected (durably, and the sender told) — never one of the
   /// library's own (`troupe.*`). The instance goes on serving others; if the
   /// failed batch left unwritten events in its state, the state is
   /// recovered from the store first (in place: no restart).
-  task<> handler_failed(const message& m, const std::string& key, std::exception_ptr failure);
+  task<std::optional<detail::dedup_marks::mark>> handler_failed(const message& m, const std::string& key,
+                                                                std::exception_ptr failure,
+                                                                bool acknowledge_rejection = true);
 
   /// Reserves room for `n` deliveries once the tracker has it (the caller
   /// tried `try_reserve` first, so the common case costs no coroutine).

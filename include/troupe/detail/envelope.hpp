@@ -86,6 +86,26 @@ inline std::exception_ptr handler_failure(std::string_view actor, std::string_vi
                                                                  std::string(msg) + " threw: " + what_of(ep)));
 }
 
+/// Thrown by a layer's coroutine handler that has dealt with a failure
+/// itself (counted it durably, recovered its state): the ask fails with
+/// `error`, and the actor does not (its supervisor sees nothing; a tell
+/// that ends so is dropped).
+struct ask_failure {
+  std::exception_ptr error;
+};
+
+/// The error an `ask_failure` carries, or null for any other exception.
+inline std::exception_ptr ask_failure_of(const std::exception_ptr& ep) noexcept {
+  if (!ep) return nullptr;
+  try {
+    std::rethrow_exception(ep);
+  } catch (const ask_failure& f) {
+    return f.error;
+  } catch (...) {
+  }
+  return nullptr;
+}
+
 /// Starts a coroutine handler; `done(ep, value...)` runs when it finishes,
 /// or `abandoned()` if its frame is destroyed unfinished (the system's pool
 /// went away with it suspended). The cell stays alive (and the instance with
@@ -115,13 +135,15 @@ struct tell_envelope : envelope<T> {
       auto owned = std::make_unique<M>(std::move(msg));
       auto op = invoke_handle(c.instance(), std::move(*owned));
       spawn_reentrant(c, std::move(op), [owned = std::move(owned)](std::exception_ptr ep, auto&&...) {
-        if (ep) std::rethrow_exception(ep); // a failure of the actor, in its turn
+        if (ep && !ask_failure_of(ep)) std::rethrow_exception(ep); // a failure of the actor, in its turn
       });
       return false;
     } else if constexpr (coroutine_handler<T, M>) {
       spawn_coroutine(
           c, invoke_handle(c.instance(), std::move(msg)),
-          [this, &c](std::exception_ptr ep, auto&&...) { c.coroutine_done(this, std::move(ep)); },
+          [this, &c](std::exception_ptr ep, auto&&...) {
+            c.coroutine_done(this, ask_failure_of(ep) ? nullptr : std::move(ep));
+          },
           [this, &c] { c.coroutine_abandoned(this); });
       return true;
     } else if constexpr (handles_directly<T, M>) {
@@ -353,6 +375,11 @@ struct ask_envelope final : envelope<T>, foreign_ask, reply_sink<reply_type_t<T,
       spawn_reentrant(c, invoke_handle(c.instance(), std::move(msg)),
                       [r = release(this)](std::exception_ptr ep, auto&&... v) mutable {
                         auto* e = std::exchange(r.e, nullptr);
+                        if (auto own = ask_failure_of(ep)) {
+                          e->complete(std::move(own));
+                          e->dispose();
+                          return;
+                        }
                         if (ep)
                           e->complete(handler_failure(type_name<T>(), type_name<M>(), ep));
                         else
@@ -365,6 +392,11 @@ struct ask_envelope final : envelope<T>, foreign_ask, reply_sink<reply_type_t<T,
       spawn_coroutine(
           c, invoke_handle(c.instance(), std::move(msg)),
           [this, &c](std::exception_ptr ep, auto&&... v) {
+            if (auto own = ask_failure_of(ep)) {
+              complete(std::move(own));
+              c.coroutine_done(this, nullptr);
+              return;
+            }
             if (ep)
               complete(handler_failure(type_name<T>(), type_name<M>(), ep));
             else

@@ -120,7 +120,16 @@ task<> reliable_actor<Derived, State>::receive_as(message& m, std::string& key) 
                      "its payload does not read as " + std::string(M::manifest) + ": " + ex.what());
     co_return;
   }
-  delivery<M> d{m.id, m.from, std::move(*msg)};
+  auto run = co_await run_first<M>(m, key, std::move(*msg), true);
+  if (run.failed || run.unmarked) co_return;
+  net_->send(acknowledgement{m.from, this->pid(), m.id, std::move(run.reply)});
+}
+
+template <class Derived, class State>
+template <class M>
+task<typename reliable_actor<Derived, State>::first_run>
+reliable_actor<Derived, State>::run_first(const message& m, std::string& key, M msg, bool acknowledge_rejection) {
+  delivery<M> d{m.id, m.from, std::move(msg)};
   this->begin_batch();
   std::optional<std::string> reply;
   std::exception_ptr failure;
@@ -140,8 +149,11 @@ task<> reliable_actor<Derived, State>::receive_as(message& m, std::string& key) 
     failure = std::current_exception();
   }
   if (failure) {
-    co_await handler_failed(m, key, failure);
-    co_return;
+    auto mk = co_await handler_failed(m, key, failure, acknowledge_rejection);
+    first_run out;
+    out.unmarked = !mk;
+    out.failed = std::move(mk);
+    co_return out;
   }
   detail::dedup_marks::mark mk;
   mk.reply = reply;
@@ -152,11 +164,67 @@ task<> reliable_actor<Derived, State>::receive_as(message& m, std::string& key) 
   co_await this->commit_batch(std::move(tables));
   ++processed_;
   marks_.add(std::move(key), std::move(mk));
-  net_->send(acknowledgement{m.from, this->pid(), m.id, std::move(reply)});
+  first_run out;
+  out.reply = std::move(reply);
+  co_return out;
 }
 
 template <class Derived, class State>
-task<> reliable_actor<Derived, State>::handler_failed(const message& m, const std::string& key, std::exception_ptr failure) {
+template <class M>
+task<reply_type_t<Derived, delivery<M>>> reliable_actor<Derived, State>::run_command(command<M> c) {
+  using R = reply_type_t<Derived, delivery<M>>;
+  auto fail = [](std::error_code ec, std::string what) {
+    return troupe::detail::ask_failure{std::make_exception_ptr(error(ec, std::move(what)))};
+  };
+  if (c.client.size() > max_client_size)
+    throw fail(troupe::errc::invalid_argument, "command " + c.id.str() + " to " + this->pid() +
+                                                   ": its client name is over " + std::to_string(max_client_size) +
+                                                   " bytes");
+  message m{this->pid(), command_sender(c.client), std::move(c.id), std::string(M::manifest),
+            persistence::version_of<M>(), {}};
+  m.recorded_ms = std::max<std::int64_t>(c.first_sent_ms, 0);
+  auto key = detail::mark_key(m.from, m.id.str());
+  std::optional<std::string> reply;
+  const auto* mark = co_await find_mark(m, key, false);
+  if (mark && mark->answers()) {
+    ++duplicates_;
+    if (mark->what == detail::dedup_marks::mark::state::rejected)
+      throw fail(errc::rejected, "command " + m.id.str() + " from " + c.client + " to " + this->pid() +
+                                     " was rejected: " + mark->reason);
+    reply = mark->reply; // a copy: the pointer dies with the next mark
+  } else {
+    if (!mark && may_have_forgotten(m))
+      throw fail(errc::request_expired,
+                 "command " + m.id.str() + " from " + c.client + " to " + this->pid() + " first sent at " +
+                     std::to_string(m.recorded_ms) +
+                     " ms: the receiver keeps its marks for its dedup retention from then, and its store has "
+                     "dropped expired marks up to " +
+                     std::to_string(this->storage().expired_through()) +
+                     " ms; not run, so that it never runs twice (send it under a new request ID to run it)");
+    auto run = co_await run_first<M>(m, key, std::move(c.message), false);
+    if (run.failed && run.failed->what == detail::dedup_marks::mark::state::rejected)
+      throw fail(errc::rejected, "command " + m.id.str() + " from " + c.client + " to " + this->pid() +
+                                     " was rejected: " + run.failed->reason);
+    if (run.failed || run.unmarked)
+      throw fail(troupe::errc::handler_failed,
+                 "command " + m.id.str() + " from " + c.client + " to " + this->pid() + ": " +
+                     (run.failed ? run.failed->reason
+                                 : std::string("the handler failed, and its failure could not be counted")));
+    reply = std::move(run.reply);
+  }
+  if constexpr (!std::is_void_v<R>) {
+    if (!reply)
+      throw fail(troupe::errc::invalid_argument,
+                 "command " + m.id.str() + " to " + this->pid() + " was answered before without a reply");
+    // The first answer too: byte for byte what a retry gets.
+    co_return persistence::from_json_text<R>(*reply);
+  }
+}
+
+template <class Derived, class State>
+task<std::optional<detail::dedup_marks::mark>>
+reliable_actor<Derived, State>::handler_failed(const message& m, const std::string& key, std::exception_ptr failure,
+                                               bool acknowledge_rejection) {
   ++handler_failures_;
   std::string reason;
   try {
@@ -187,14 +255,16 @@ task<> reliable_actor<Derived, State>::handler_failed(const message& m, const st
   auto [ec] = co_await this->storage().async_write(std::string(), std::vector<persistence::event_record>(),
                                                    std::move(tables),
                                                    asio::experimental::as_tuple(asio::use_awaitable));
+  std::optional<detail::dedup_marks::mark> written;
   if (!ec) {
     if (rejected) {
       ++poison_rejected_;
-      net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mk.reason});
+      if (acknowledge_rejection) net_->send(acknowledgement{m.from, this->pid(), m.id, std::nullopt, mk.reason});
     }
+    written = mk;
     marks_.add(key, std::move(mk));
   }
-  if (!this->persisting_refused()) co_return;
+  if (!this->persisting_refused()) co_return written;
   // The failed batch's events are in the state, not in the store: the
   // state is recovered again from the store, in place. A restart would do
   // that too, but each would count against the supervisor's budget (two
@@ -209,6 +279,7 @@ task<> reliable_actor<Derived, State>::handler_failed(const message& m, const st
     recovered = false;
   }
   if (!recovered) std::rethrow_exception(failure);
+  co_return written;
 }
 
 } // namespace troupe::delivery
