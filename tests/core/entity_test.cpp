@@ -216,7 +216,9 @@ TEST_CASE("an entity ask whose timeout has passed fails at once and activates no
 TEST_CASE("an idle entity is passivated, and its next message activates it again") {
   auto j = std::make_shared<journal>();
   troupe::actor_system sys(troupe::system_config{.threads = 2});
-  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 20ms}, j);
+  // Long enough that the tell and the ask below meet one activation also on
+  // a loaded machine under TSan (20 ms was not, once).
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 250ms}, j);
   auto a = accounts.get("acct-1");
   REQUIRE_FALSE(a.tell(note{1, 1}));
   CHECK(test::get(a.ask(how_many{}, asio::use_future)) == 1);
