@@ -1031,6 +1031,14 @@ TEST_CASE("a command with a client name over 256 bytes is refused, naming the li
   CHECK(w.probes->handler_runs == 0);
 }
 
+TEST_CASE("a reliable actor cannot take a name of the commands' clients") {
+  world w;
+  CHECK_THROWS_WITH(w.sys->spawn<receiver>(troupe::persistence_id{"troupe.command:driver"}, w.probes, fast_options()),
+                    Catch::Contains("reserved"));
+  CHECK_THROWS_WITH(w.net->admit_entities("troupe.", 1s, 1s), Catch::Contains("reserved"));
+  w.net->admit_entities("troupe-like-", 1s, 1s); // others are not
+}
+
 TEST_CASE("a command to a receiver entity is answered once across passivations and restarts") {
   world w;
   auto o = fast_options();

@@ -20,6 +20,8 @@
 #include <troupe/persistence/detail/rocksdb_status.hpp>
 #include <troupe/persistence/detail/table_check.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <fstream>
@@ -36,6 +38,7 @@
 namespace persistence_store_faults_test {
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 namespace tp = troupe::persistence;
 using troupe::testing::faulty_file_system;
 
@@ -1139,6 +1142,64 @@ TEST_CASE("a store reached through a bind mount is the same store: the second op
   CHECK(other.try_open() == second_process::locked);
   CHECK(!first.write("x", one(2)));
   CHECK(first.highest_sequence_nr("x") == 2);
+}
+
+namespace {
+/// Forks a child (which lives 800 ms and exits) when the store lock's hook
+/// fires at `where`, and waits for the fork up to 100 ms: a fork the lock
+/// holds off until its descriptor is registered (or closed) happens later.
+struct fork_at_gap {
+  static inline std::atomic<int> where{-1}, phase{0};
+  static inline std::atomic<pid_t> child{0};
+  std::thread forker;
+  explicit fork_at_gap(int at) {
+    where = at;
+    phase = 0;
+    child = 0;
+    tp::detail::store_lock_test_hook = [](int w) {
+      if (w != where.load()) return;
+      phase = 1;
+      const auto until = std::chrono::steady_clock::now() + 100ms;
+      while (phase.load() != 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    };
+    forker = std::thread([] {
+      while (phase.load() == 0) std::this_thread::sleep_for(1ms);
+      const pid_t p = ::fork();
+      if (p == 0) {
+        ::usleep(800'000);
+        ::_exit(0);
+      }
+      child = p;
+      phase = 2;
+    });
+  }
+  ~fork_at_gap() {
+    tp::detail::store_lock_test_hook = nullptr;
+    if (forker.joinable()) forker.join();
+    if (child.load() > 0) {
+      int status = 0;
+      ::waitpid(child.load(), &status, 0);
+    }
+  }
+};
+} // namespace
+
+TEST_CASE("a child forked while a store opens or closes does not keep its directory locked after the store closed") {
+  for (const int where : {0, 1}) {
+    test::temp_dir dir;
+    {
+      fork_at_gap f(where);
+      { tp::rocksdb_store s(dir.path.string()); } // opened and closed, the fork at the gap
+      tp::detail::store_lock_test_hook = nullptr;
+      f.forker.join();
+      REQUIRE(f.child.load() > 0);
+      // The child still lives: the store is this process's to open again.
+      INFO((where == 0 ? "forked while opening" : "forked while closing"));
+      auto e = open_error(dir.path.string());
+      CHECK(!e);
+      if (e) UNSCOPED_INFO(e->what());
+    }
+  }
 }
 
 TEST_CASE("a store reached by a second path without a mount (its directory moved, a link left) is the same store") {

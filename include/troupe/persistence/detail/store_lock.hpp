@@ -45,6 +45,10 @@ struct dir_identity {
   friend auto operator<=>(const dir_identity&, const dir_identity&) = default;
 };
 
+/// For tests only: called where a fork must not split the lock file's
+/// descriptor from the registry (0: opening, 1: closing).
+inline void (*store_lock_test_hook)(int where) = nullptr;
+
 class store_lock {
 public:
   static constexpr const char* file_name = "troupe-lock";
@@ -63,14 +67,29 @@ public:
     struct stat st {};
     if (::fstat(dir_, &st) != 0) fail("cannot open store " + path, errno);
     id_ = {st.st_dev, st.st_ino};
-    lock_ = ::openat(dir_, file_name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_ < 0) fail("cannot open the lock file of store " + path, errno);
-    if (auto other = registry::add(id_, path, dir_, lock_)) {
+    // Opened and registered under the registry's lock, which a fork takes
+    // too: a child forked in between would keep a description of the lock
+    // file that no handler knows to drop, and with it the lock once taken.
+    std::optional<std::string> other;
+    int open_errno = 0;
+    {
+      std::lock_guard g(registry::mutex());
+      registry::install_fork_handler();
+      lock_ = ::openat(dir_, file_name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (lock_ < 0) {
+        open_errno = errno;
+      } else {
+        if (store_lock_test_hook) store_lock_test_hook(0);
+        other = registry::add_locked(id_, path, dir_, lock_);
+        registered_ = !other;
+      }
+    }
+    if (lock_ < 0) fail("cannot open the lock file of store " + path, open_errno);
+    if (other) {
       close_all();
       throw error(errc::store_locked, "cannot open store " + path + ": this process has it open already" +
                                           (*other == path ? std::string() : " (as " + *other + ": the same directory)"));
     }
-    registered_ = true;
     struct flock fl {};
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET; // the whole file; l_pid 0, as an OFD lock needs
@@ -97,7 +116,13 @@ private:
   }
 
   void close_all() noexcept {
-    if (registered_) registry::remove(id_);
+    // Forgotten and closed under the registry's lock: a child forked in
+    // between would keep the locked description.
+    std::lock_guard g(registry::mutex());
+    if (registered_) {
+      registry::map().erase(id_);
+      if (store_lock_test_hook) store_lock_test_hook(1);
+    }
     registered_ = false;
     if (lock_ >= 0) ::close(lock_); // the description's last descriptor here: the lock goes
     if (dir_ >= 0) ::close(dir_);
@@ -112,17 +137,12 @@ private:
       int dir, lock;
     };
 
-    static std::optional<std::string> add(dir_identity id, const std::string& path, int dir, int lock) {
-      std::lock_guard g(mutex());
-      install_fork_handler();
+    /// Under `mutex()`: registers the store, or returns the path of the one
+    /// this process has open in that directory.
+    static std::optional<std::string> add_locked(dir_identity id, const std::string& path, int dir, int lock) {
       auto [it, fresh] = map().try_emplace(id, entry{path, dir, lock});
       if (fresh) return std::nullopt;
       return it->second.path;
-    }
-
-    static void remove(dir_identity id) noexcept {
-      std::lock_guard g(mutex());
-      map().erase(id);
     }
 
     /// A child forked without exec shares the parent's lock descriptions:
