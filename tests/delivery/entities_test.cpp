@@ -236,7 +236,11 @@ TEST_CASE("a sender entity with unconfirmed deliveries declines passivation unti
   CHECK(senders.stats().passivations == 0);
   // The receiver comes (a plain actor): confirmed, then passivated.
   w.sys.spawn<receiver>(troupe::persistence_id{"late-rcv"}, s, o);
-  REQUIRE(eventually([&] { return s->confirmed == 1 && senders.stats().live == 0; }));
+  const bool settled = eventually([&] { return s->confirmed == 1 && senders.stats().live == 0; });
+  INFO("confirmed " << s->confirmed << ", live " << senders.stats().live << ", activations "
+                    << senders.stats().activations << ", passivations " << senders.stats().passivations
+                    << ", declined " << senders.stats().declined);
+  REQUIRE(settled);
   // At least once: a message that reaches a passivating entity is kept for
   // its next activation, which then passivates in turn (seen under TSan:
   // two passivations, one confirmation; the `confirmed` notice can be such a

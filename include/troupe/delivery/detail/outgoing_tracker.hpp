@@ -316,17 +316,21 @@ public:
         mark_durable_ = false;
       }
       journal_->write_later(std::move(tables));
+      // Told under the lock: once `idle()` says so (and the entity may
+      // passivate), the notice is in its mailbox, where a passivation
+      // keeps it for the next activation. Told after the lock, it could
+      // reach an actor that had passivated meanwhile, and be lost.
+      if (a.rejection) {
+        // Rejected: an outcome as final as a confirmation (the receiver
+        // answers every copy so), told as such.
+        if constexpr (handles<Actor, delivery_rejected>)
+          (void)self_.tell(delivery_rejected{std::move(a.id), std::move(a.from), std::move(*a.rejection)});
+      } else {
+        if constexpr (handles<Actor, confirmed>)
+          (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
+      }
     }
     for (auto& w : ws) w({});
-    if (a.rejection) {
-      // Rejected: an outcome as final as a confirmation (the receiver
-      // answers every copy so), told as such.
-      if constexpr (handles<Actor, delivery_rejected>)
-        (void)self_.tell(delivery_rejected{std::move(a.id), std::move(a.from), std::move(*a.rejection)});
-      return;
-    }
-    if constexpr (handles<Actor, confirmed>)
-      (void)self_.tell(confirmed{std::move(a.id), std::move(a.from), std::move(a.reply)});
   }
 
   /// The receiver will never process the delivery (it may have forgotten
