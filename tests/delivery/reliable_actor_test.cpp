@@ -1039,6 +1039,19 @@ TEST_CASE("a reliable actor cannot take a name of the commands' clients") {
   w.net->admit_entities("troupe-like-", 1s, 1s); // others are not
 }
 
+TEST_CASE("a reliable actor named exactly like the start of the commands' clients' names is not refused") {
+  // An exact name is a client's only if it starts with troupe.command:;
+  // the prefix check is for entity prefixes, which cover longer names.
+  {
+    world w;
+    CHECK_NOTHROW(w.sys->spawn<receiver>(troupe::persistence_id{"troupe.command"}, w.probes, fast_options()));
+  }
+  world w;
+  CHECK_NOTHROW(w.net->admit("troupe.", 1s, 1s));
+  CHECK_NOTHROW(w.net->admit("t", 1s, 1s));
+  CHECK_THROWS_WITH(w.net->admit("troupe.command:x", 1s, 1s), Catch::Contains("reserved"));
+}
+
 TEST_CASE("a command to a receiver entity is answered once across passivations and restarts") {
   world w;
   auto o = fast_options();

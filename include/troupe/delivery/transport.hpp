@@ -107,7 +107,7 @@ public:
   /// actor restarted) replaces its admission; `forget` removes it.
   void admit(const std::string& name, std::chrono::milliseconds horizon,
              std::optional<std::chrono::milliseconds> retention) {
-    refuse_reserved(name);
+    refuse_reserved(name, false);
     std::lock_guard g(policies_mutex_);
     admit_locked({false, name}, horizon, retention);
   }
@@ -117,17 +117,19 @@ public:
   /// passivated, for `retention_of`, `knows` and the checks of `admit`).
   void admit_entities(const std::string& prefix, std::chrono::milliseconds horizon,
                       std::optional<std::chrono::milliseconds> retention) {
-    refuse_reserved(prefix);
+    refuse_reserved(prefix, true);
     std::lock_guard g(policies_mutex_);
     admit_locked({true, prefix}, horizon, retention);
   }
 
-  /// Throws `invalid_argument` for a name (or prefix) that may stand for
-  /// the sender of commands from outside (`command_sender`): such a
-  /// reliable actor would share its dedup marks with a client's commands.
-  static void refuse_reserved(const std::string& name) {
+  /// Throws `invalid_argument` for a name that may stand for the sender of
+  /// commands from outside (`command_sender`), or for an entity prefix
+  /// some of whose names may: such a reliable actor would share its dedup
+  /// marks with a client's commands. An exact name like `troupe.` is not
+  /// a client's; a prefix like `troupe.` covers some.
+  static void refuse_reserved(const std::string& name, bool is_prefix) {
     constexpr std::string_view reserved = "troupe.command:";
-    if (name.starts_with(reserved) || (!name.empty() && reserved.starts_with(name)))
+    if (name.starts_with(reserved) || (is_prefix && reserved.starts_with(name)))
       throw error(troupe::errc::invalid_argument,
                   "the reliable actor name " + name + " is reserved: names starting with troupe.command: stand "
                   "for the clients of commands from outside");
