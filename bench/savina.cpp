@@ -8,6 +8,9 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -504,8 +507,437 @@ void pipeline(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n * savina::pipeline_stages);
 }
 
+// -- bndbuffer: producers and consumers through a manager with a bounded buffer --
+
+class bb_producer;
+class bb_consumer;
+struct bb_data {
+  long v;
+  int producer;
+};
+struct bb_produce {};
+struct bb_available {
+  int consumer;
+  bool consumed; // false for a consumer's first word
+  long v;
+};
+struct bb_item {
+  long v;
+};
+class bb_manager {
+public:
+  bb_manager(std::shared_ptr<std::vector<troupe::actor_ref<bb_producer>>> producers,
+             std::shared_ptr<std::vector<troupe::actor_ref<bb_consumer>>> consumers, std::promise<long>* done)
+      : producers_(std::move(producers)), consumers_(std::move(consumers)), done_(done) {}
+  void handle(bb_data d);
+  void handle(bb_available a);
+
+private:
+  std::shared_ptr<std::vector<troupe::actor_ref<bb_producer>>> producers_;
+  std::shared_ptr<std::vector<troupe::actor_ref<bb_consumer>>> consumers_;
+  std::promise<long>* done_;
+  std::deque<long> buffer_;
+  std::deque<int> idle_consumers_, waiting_producers_;
+  long consumed_ = 0;
+  long sum_ = 0;
+};
+class bb_producer {
+public:
+  bb_producer(int index, troupe::actor_ref<bb_manager> manager)
+      : index_(index), manager_(std::move(manager)), seed_(2463534242u + index) {}
+  void handle(bb_produce) {
+    if (produced_ == savina::bb_items_each) return;
+    ++produced_;
+    manager_.tell(bb_data{long(savina::next_random(seed_) % 1000), index_});
+  }
+
+private:
+  int index_;
+  troupe::actor_ref<bb_manager> manager_;
+  std::uint32_t seed_;
+  int produced_ = 0;
+};
+class bb_consumer {
+public:
+  bb_consumer(int index, troupe::actor_ref<bb_manager> manager) : index_(index), manager_(std::move(manager)) {}
+  void handle(bb_item i) { manager_.tell(bb_available{index_, true, i.v}); }
+
+private:
+  int index_;
+  troupe::actor_ref<bb_manager> manager_;
+};
+void bb_manager::handle(bb_data d) {
+  if (!idle_consumers_.empty()) {
+    (*consumers_)[idle_consumers_.front()].tell(bb_item{d.v});
+    idle_consumers_.pop_front();
+  } else {
+    buffer_.push_back(d.v);
+  }
+  if (buffer_.size() < std::size_t(savina::bb_buffer))
+    (*producers_)[d.producer].tell(bb_produce{});
+  else
+    waiting_producers_.push_back(d.producer);
+}
+void bb_manager::handle(bb_available a) {
+  if (a.consumed) {
+    sum_ += a.v;
+    if (++consumed_ == long{savina::bb_producers} * savina::bb_items_each) done_->set_value(sum_);
+  }
+  if (buffer_.empty()) {
+    idle_consumers_.push_back(a.consumer);
+    return;
+  }
+  (*consumers_)[a.consumer].tell(bb_item{buffer_.front()});
+  buffer_.pop_front();
+  if (!waiting_producers_.empty()) {
+    (*producers_)[waiting_producers_.front()].tell(bb_produce{});
+    waiting_producers_.pop_front();
+  }
+}
+
+void bndbuffer(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  long expected = 0;
+  for (int p = 0; p < savina::bb_producers; ++p) {
+    std::uint32_t seed = 2463534242u + p;
+    for (int i = 0; i < savina::bb_items_each; ++i) expected += savina::next_random(seed) % 1000;
+  }
+  for (auto _ : state) {
+    std::promise<long> done;
+    auto result = done.get_future();
+    auto producers = std::make_shared<std::vector<troupe::actor_ref<bb_producer>>>();
+    auto consumers = std::make_shared<std::vector<troupe::actor_ref<bb_consumer>>>();
+    auto manager = sys.spawn<bb_manager>(producers, consumers, &done);
+    for (int i = 0; i < savina::bb_producers; ++i) producers->push_back(sys.spawn<bb_producer>(i, manager));
+    for (int i = 0; i < savina::bb_consumers; ++i) consumers->push_back(sys.spawn<bb_consumer>(i, manager));
+    for (int i = 0; i < savina::bb_consumers; ++i) manager.tell(bb_available{i, false, 0});
+    for (auto& p : *producers) p.tell(bb_produce{});
+    check(result.get() == expected, "bndbuffer sum");
+    for (auto& p : *producers) p.stop();
+    for (auto& c : *consumers) c.stop();
+    manager.stop();
+  }
+  // per item: data, produce (or a wait), item, available
+  state.SetItemsProcessed(state.iterations() * 4L * savina::bb_producers * savina::bb_items_each);
+}
+
+// -- logmap: series of the logistic map, each term from a rate computer ---------
+
+class lm_series;
+struct lm_compute {
+  double x;
+  troupe::actor_ref<lm_series> to;
+};
+struct lm_result {
+  double x;
+};
+struct lm_next {};
+class lm_computer {
+public:
+  explicit lm_computer(double rate) : rate_(rate) {}
+  void handle(lm_compute c); // once lm_series is complete
+
+private:
+  double rate_;
+};
+class lm_series {
+public:
+  lm_series(troupe::context<lm_series> ctx, troupe::actor_ref<lm_computer> computer, double* last, savina::join* done)
+      : ctx_(ctx), computer_(std::move(computer)), last_(last), done_(done) {}
+  // One request to the computer at a time: the next term needs this one.
+  void handle(lm_next) {
+    if (asking_) {
+      ++pending_;
+      return;
+    }
+    asking_ = true;
+    computer_.tell(lm_compute{x_, ctx_.self()});
+  }
+  void handle(lm_result r) {
+    x_ = r.x;
+    if (++computed_ == savina::logmap_terms) {
+      *last_ = x_;
+      done_->arrive();
+    }
+    if (pending_ == 0) {
+      asking_ = false;
+      return;
+    }
+    --pending_;
+    computer_.tell(lm_compute{x_, ctx_.self()});
+  }
+
+private:
+  troupe::context<lm_series> ctx_;
+  troupe::actor_ref<lm_computer> computer_;
+  double* last_;
+  savina::join* done_;
+  double x_ = 0.5;
+  bool asking_ = false;
+  int pending_ = 0;
+  int computed_ = 0;
+};
+void lm_computer::handle(lm_compute c) { c.to.tell(lm_result{savina::logistic(rate_, c.x)}); }
+
+struct lm_start {};
+class lm_master {
+public:
+  explicit lm_master(std::vector<troupe::actor_ref<lm_series>> series) : series_(std::move(series)) {}
+  void handle(lm_start) {
+    for (int t = 0; t < savina::logmap_terms; ++t)
+      for (auto& s : series_) s.tell(lm_next{});
+  }
+
+private:
+  std::vector<troupe::actor_ref<lm_series>> series_;
+};
+
+void logmap(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  for (auto _ : state) {
+    std::vector<double> last(savina::logmap_series);
+    savina::join done(savina::logmap_series);
+    auto finished = done.future();
+    std::vector<troupe::actor_ref<lm_computer>> computers;
+    std::vector<troupe::actor_ref<lm_series>> series;
+    for (int i = 0; i < savina::logmap_series; ++i) {
+      computers.push_back(sys.spawn<lm_computer>(savina::logmap_start_rate + i * savina::logmap_rate_step));
+      series.push_back(sys.spawn<lm_series>(computers.back(), &last[i], &done));
+    }
+    auto master = sys.spawn<lm_master>(series);
+    master.tell(lm_start{});
+    finished.get();
+    for (int i = 0; i < savina::logmap_series; ++i) check(last[i] == savina::logmap_expected(i), "logmap term");
+    for (auto& c : computers) c.stop();
+    for (auto& s : series) s.stop();
+    master.stop();
+  }
+  // per term and series: next, compute, result
+  state.SetItemsProcessed(state.iterations() * 3L * savina::logmap_series * savina::logmap_terms);
+}
+
+// -- trapezoid: an integral split among workers -----------------------------------
+
+class tz_master;
+struct tz_work {
+  long first, last;
+};
+struct tz_area {
+  double area;
+};
+class tz_worker {
+public:
+  explicit tz_worker(troupe::actor_ref<tz_master> master) : master_(std::move(master)) {}
+  void handle(tz_work w);
+
+private:
+  troupe::actor_ref<tz_master> master_;
+};
+class tz_master {
+public:
+  explicit tz_master(std::promise<double>* done) : done_(done) {}
+  void handle(tz_area a) {
+    sum_ += a.area;
+    if (++received_ == savina::trapezoid_workers) done_->set_value(sum_);
+  }
+
+private:
+  std::promise<double>* done_;
+  double sum_ = 0;
+  int received_ = 0;
+};
+void tz_worker::handle(tz_work w) { master_.tell(tz_area{savina::trapezoid_area(w.first, w.last)}); }
+
+void trapezoid(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  const long each = savina::trapezoid_pieces / savina::trapezoid_workers;
+  for (auto _ : state) {
+    std::promise<double> done;
+    auto result = done.get_future();
+    auto master = sys.spawn<tz_master>(&done);
+    std::vector<troupe::actor_ref<tz_worker>> workers;
+    for (int i = 0; i < savina::trapezoid_workers; ++i) workers.push_back(sys.spawn<tz_worker>(master));
+    for (int i = 0; i < savina::trapezoid_workers; ++i) workers[i].tell(tz_work{i * each, (i + 1) * each});
+    check(std::abs(result.get() - savina::trapezoid_exact()) < 1e-6, "trapezoid area");
+    for (auto& w : workers) w.stop();
+    master.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * 2L * savina::trapezoid_workers);
+}
+
+// -- banking: a teller's transfers between accounts, each acknowledged -------------
+
+class teller;
+class account;
+using accounts = std::shared_ptr<std::vector<troupe::actor_ref<account>>>;
+struct credit {
+  long amount;
+  int to;
+};
+struct deposit {
+  long amount;
+  int from;
+};
+struct deposited {};
+struct transfer_done {};
+struct audit {};
+class account {
+public:
+  account(int index, accounts all, troupe::actor_ref<teller> teller, std::atomic<long>* total, savina::join* audited)
+      : index_(index), all_(std::move(all)), teller_(std::move(teller)), total_(total), audited_(audited) {}
+  void handle(credit c) {
+    balance_ -= c.amount;
+    (*all_)[c.to].tell(deposit{c.amount, index_});
+  }
+  void handle(deposit d) {
+    balance_ += d.amount;
+    (*all_)[d.from].tell(deposited{});
+  }
+  void handle(deposited);
+  void handle(audit) {
+    total_->fetch_add(balance_, std::memory_order_relaxed);
+    audited_->arrive();
+  }
+
+private:
+  int index_;
+  accounts all_;
+  troupe::actor_ref<teller> teller_;
+  std::atomic<long>* total_;
+  savina::join* audited_;
+  long balance_ = savina::banking_initial;
+};
+struct transfers {
+  accounts all;
+};
+class teller {
+public:
+  explicit teller(std::promise<void>* done) : done_(done) {}
+  void handle(transfers t) {
+    std::uint32_t seed = 2463534242u;
+    for (int i = 0; i < savina::banking_transfers; ++i) {
+      const auto from = savina::next_random(seed) % savina::banking_accounts;
+      auto to = savina::next_random(seed) % (savina::banking_accounts - 1);
+      if (to >= from) ++to; // never to itself
+      (*t.all)[from].tell(credit{long(savina::next_random(seed) % 1000) + 1, int(to)});
+    }
+  }
+  void handle(transfer_done) {
+    if (++done_count_ == savina::banking_transfers) done_->set_value();
+  }
+
+private:
+  std::promise<void>* done_;
+  int done_count_ = 0;
+};
+void account::handle(deposited) { teller_.tell(transfer_done{}); }
+
+void banking(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  for (auto _ : state) {
+    std::promise<void> done;
+    auto finished = done.get_future();
+    std::atomic<long> total{0};
+    savina::join audited(savina::banking_accounts);
+    auto audit_done = audited.future();
+    auto t = sys.spawn<teller>(&done);
+    auto all = std::make_shared<std::vector<troupe::actor_ref<account>>>();
+    for (int i = 0; i < savina::banking_accounts; ++i) all->push_back(sys.spawn<account>(i, all, t, &total, &audited));
+    t.tell(transfers{all});
+    finished.get();
+    for (auto& a : *all) a.tell(audit{});
+    audit_done.get();
+    check(total.load() == long{savina::banking_accounts} * savina::banking_initial, "banking total");
+    for (auto& a : *all) a.stop();
+    all->clear(); // break the cycle accounts -> all -> accounts
+    t.stop();
+  }
+  // per transfer: credit, deposit, deposited, done
+  state.SetItemsProcessed(state.iterations() * 4L * savina::banking_transfers);
+}
+
+// -- radixsort: one stage per bit, each holding back the values with its bit set --
+
+class sort_stage;
+struct sort_value {
+  long v;
+};
+struct sort_check {
+  long count = 0;
+  long sum = 0;
+  long last = -1;
+  bool ordered = true;
+};
+class sort_stage {
+public:
+  sort_stage(int bit, troupe::actor_ref<sort_stage> next, sort_check* check, savina::join* done)
+      : bit_(bit), next_(std::move(next)), check_(check), done_(done) {}
+  void handle(sort_value s) {
+    if (!next_) { // the last: checks the order
+      check_->ordered = check_->ordered && s.v >= check_->last;
+      check_->last = s.v;
+      check_->sum += s.v;
+      if (++check_->count == savina::radix_values) done_->arrive();
+      return;
+    }
+    if (s.v & (long{1} << bit_))
+      held_.push_back(s.v);
+    else
+      next_.tell(s);
+    if (++received_ == savina::radix_values) {
+      for (long v : held_) next_.tell(sort_value{v});
+      held_.clear();
+      received_ = 0;
+    }
+  }
+
+private:
+  int bit_;
+  troupe::actor_ref<sort_stage> next_;
+  sort_check* check_;
+  savina::join* done_;
+  std::vector<long> held_;
+  long received_ = 0;
+};
+struct sort_feed {};
+class sort_source {
+public:
+  explicit sort_source(troupe::actor_ref<sort_stage> first) : first_(std::move(first)) {}
+  void handle(sort_feed) {
+    std::uint32_t seed = 2463534242u;
+    for (int i = 0; i < savina::radix_values; ++i) first_.tell(sort_value{savina::radix_value(seed)});
+  }
+
+private:
+  troupe::actor_ref<sort_stage> first_;
+};
+
+void radixsort(benchmark::State& state) {
+  troupe::actor_system sys(config());
+  long expected = 0;
+  std::uint32_t seed = 2463534242u;
+  for (int i = 0; i < savina::radix_values; ++i) expected += savina::radix_value(seed);
+  for (auto _ : state) {
+    sort_check result;
+    savina::join done(1);
+    auto finished = done.future();
+    // stages[radix_bits] only checks; stages[b] holds back bit b
+    std::vector<troupe::actor_ref<sort_stage>> stages(savina::radix_bits + 1);
+    stages[savina::radix_bits] = sys.spawn<sort_stage>(savina::radix_bits, troupe::actor_ref<sort_stage>{}, &result, &done);
+    for (int b = savina::radix_bits - 1; b >= 0; --b) stages[b] = sys.spawn<sort_stage>(b, stages[b + 1], &result, &done);
+    auto src = sys.spawn<sort_source>(stages[0]);
+    src.tell(sort_feed{});
+    finished.get();
+    check(result.ordered && result.count == savina::radix_values && result.sum == expected, "radixsort order");
+    for (auto& s : stages) s.stop();
+    src.stop();
+  }
+  state.SetItemsProcessed(state.iterations() * long{savina::radix_values} * (savina::radix_bits + 1));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos, fjcreate, spawntree, pipeline});
+  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos, fjcreate, spawntree, pipeline,
+                                  bndbuffer, logmap, trapezoid, banking, radixsort});
 }

@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,6 +41,28 @@ inline constexpr int fjcreate_actors = 200'000;
 inline constexpr int spawntree_depth = 16; // 2^17 - 1 actors
 inline constexpr int pipeline_stages = 60;
 inline constexpr long pipeline_messages = 200'000;
+// bndbuffer: producers and consumers through a manager with a bounded buffer
+inline constexpr int bb_producers = 40;
+inline constexpr int bb_consumers = 40;
+inline constexpr int bb_buffer = 50;
+inline constexpr int bb_items_each = 5'000;
+// logmap: series of the logistic map, each term computed by a rate computer
+inline constexpr int logmap_series = 10;
+inline constexpr int logmap_terms = 50'000;
+inline constexpr double logmap_start_rate = 3.46;
+inline constexpr double logmap_rate_step = 0.0025;
+// trapezoid: an integral split among workers (bound by the workers' arithmetic)
+inline constexpr int trapezoid_workers = 100;
+inline constexpr long trapezoid_pieces = 10'000'000;
+inline constexpr double trapezoid_left = 1.0;
+inline constexpr double trapezoid_right = 5.0;
+// banking: a teller's transfers between accounts, each acknowledged
+inline constexpr int banking_accounts = 1'000;
+inline constexpr int banking_transfers = 200'000;
+inline constexpr long banking_initial = 1'000'000;
+// radixsort: one stage per bit, each holding back the values with its bit set
+inline constexpr int radix_values = 100'000;
+inline constexpr int radix_bits = 50;
 
 /// Worker threads: `--threads=N` (removed from argv before Google Benchmark
 /// sees it), default 2.
@@ -98,6 +121,40 @@ inline std::uint32_t next_random(std::uint32_t& s) {
   return s;
 }
 
+/// logmap: the term after `x` at rate `r`.
+inline double logistic(double r, double x) { return r * x * (1.0 - x); }
+
+/// logmap: series `i`'s last term, computed in one thread.
+inline double logmap_expected(int i) {
+  double x = 0.5; // every series starts here
+  const double r = logmap_start_rate + i * logmap_rate_step;
+  for (int t = 0; t < logmap_terms; ++t) x = logistic(r, x);
+  return x;
+}
+
+/// trapezoid: the integrand, and its integral in closed form.
+inline double trapezoid_f(double x) { return (x + 1.0) / std::sqrt(x * x + 1.0); }
+inline double trapezoid_exact() {
+  auto F = [](double x) { return std::sqrt(x * x + 1.0) + std::asinh(x); };
+  return F(trapezoid_right) - F(trapezoid_left);
+}
+/// The trapezoid rule over pieces [first, last) of `trapezoid_pieces`.
+inline double trapezoid_area(long first, long last) {
+  const double h = (trapezoid_right - trapezoid_left) / double(trapezoid_pieces);
+  double area = 0;
+  for (long i = first; i < last; ++i) {
+    const double x = trapezoid_left + double(i) * h;
+    area += (trapezoid_f(x) + trapezoid_f(x + h)) * h / 2;
+  }
+  return area;
+}
+
+/// radixsort: the values the source sends, and the sum of them.
+inline long radix_value(std::uint32_t& seed) {
+  const std::uint64_t hi = next_random(seed), lo = next_random(seed);
+  return static_cast<long>(((hi << 32) | lo) & ((std::uint64_t{1} << radix_bits) - 1));
+}
+
 enum class colour : int { blue = 0, red = 1, yellow = 2 };
 
 inline colour complement(colour a, colour b) {
@@ -111,7 +168,8 @@ using workload = void (*)(benchmark::State&);
 /// for both frameworks) and runs Google Benchmark.
 inline int run(int argc, char** argv, std::initializer_list<workload> workloads) {
   static const char* const names[] = {"pingpong", "counting",  "threadring", "forkjoin", "spawn",
-                                      "big",      "chameneos", "fjcreate",   "spawntree", "pipeline"};
+                                      "big",      "chameneos", "fjcreate",   "spawntree", "pipeline",
+                                      "bndbuffer", "logmap",    "trapezoid",  "banking",   "radixsort"};
   parse_threads(argc, argv);
   std::size_t i = 0;
   for (auto w : workloads) {

@@ -8,6 +8,9 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -30,6 +33,21 @@ using noop_atom = atom_constant<atom("noop")>;
 using grow_atom = atom_constant<atom("grow")>;
 using grown_atom = atom_constant<atom("grown")>;
 using item_atom = atom_constant<atom("item")>;
+using bb_data_atom = atom_constant<atom("bbdata")>;
+using bb_produce_atom = atom_constant<atom("bbproduce")>;
+using bb_avail_atom = atom_constant<atom("bbavail")>;
+using bb_item_atom = atom_constant<atom("bbitem")>;
+using lm_compute_atom = atom_constant<atom("lmcompute")>;
+using lm_result_atom = atom_constant<atom("lmresult")>;
+using lm_next_atom = atom_constant<atom("lmnext")>;
+using tz_work_atom = atom_constant<atom("tzwork")>;
+using tz_area_atom = atom_constant<atom("tzarea")>;
+using credit_atom = atom_constant<atom("credit")>;
+using deposit_atom = atom_constant<atom("deposit")>;
+using deposited_atom = atom_constant<atom("deposited")>;
+using done_atom = atom_constant<atom("done")>;
+using audit_atom = atom_constant<atom("audit")>;
+using sort_atom = atom_constant<atom("sortval")>;
 
 std::unique_ptr<caf::actor_system> make_system(caf::actor_system_config& cfg) {
   cfg.set("scheduler.max-threads", savina::threads);
@@ -454,8 +472,349 @@ void pipeline(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n * savina::pipeline_stages);
 }
 
+// -- bndbuffer ----------------------------------------------------------------------
+
+using actors = std::shared_ptr<std::vector<caf::actor>>;
+
+struct bb_manager_state {
+  std::deque<long> buffer;
+  std::deque<int> idle_consumers, waiting_producers;
+  long consumed = 0;
+  long sum = 0;
+};
+
+caf::behavior bb_manager_fn(caf::stateful_actor<bb_manager_state>* self, actors producers, actors consumers,
+                            std::promise<long>* done) {
+  return {
+      [=](bb_data_atom, long v, int producer) {
+        auto& st = self->state;
+        if (!st.idle_consumers.empty()) {
+          self->send((*consumers)[st.idle_consumers.front()], bb_item_atom::value, v);
+          st.idle_consumers.pop_front();
+        } else {
+          st.buffer.push_back(v);
+        }
+        if (st.buffer.size() < std::size_t(savina::bb_buffer))
+          self->send((*producers)[producer], bb_produce_atom::value);
+        else
+          st.waiting_producers.push_back(producer);
+      },
+      [=](bb_avail_atom, int consumer, bool consumed, long v) {
+        auto& st = self->state;
+        if (consumed) {
+          st.sum += v;
+          if (++st.consumed == long{savina::bb_producers} * savina::bb_items_each) done->set_value(st.sum);
+        }
+        if (st.buffer.empty()) {
+          st.idle_consumers.push_back(consumer);
+          return;
+        }
+        self->send((*consumers)[consumer], bb_item_atom::value, st.buffer.front());
+        st.buffer.pop_front();
+        if (!st.waiting_producers.empty()) {
+          self->send((*producers)[st.waiting_producers.front()], bb_produce_atom::value);
+          st.waiting_producers.pop_front();
+        }
+      },
+  };
+}
+
+struct bb_producer_state {
+  std::uint32_t seed = 0;
+  int produced = 0;
+};
+
+caf::behavior bb_producer_fn(caf::stateful_actor<bb_producer_state>* self, int index, caf::actor manager) {
+  self->state.seed = 2463534242u + index;
+  return {[=](bb_produce_atom) {
+    auto& st = self->state;
+    if (st.produced == savina::bb_items_each) return;
+    ++st.produced;
+    self->send(manager, bb_data_atom::value, long(savina::next_random(st.seed) % 1000), index);
+  }};
+}
+
+caf::behavior bb_consumer_fn(caf::event_based_actor* self, int index, caf::actor manager) {
+  return {[=](bb_item_atom, long v) { self->send(manager, bb_avail_atom::value, index, true, v); }};
+}
+
+void bndbuffer(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  long expected = 0;
+  for (int p = 0; p < savina::bb_producers; ++p) {
+    std::uint32_t seed = 2463534242u + p;
+    for (int i = 0; i < savina::bb_items_each; ++i) expected += savina::next_random(seed) % 1000;
+  }
+  for (auto _ : state) {
+    std::promise<long> done;
+    auto result = done.get_future();
+    auto producers = std::make_shared<std::vector<caf::actor>>();
+    auto consumers = std::make_shared<std::vector<caf::actor>>();
+    auto manager = sys->spawn(bb_manager_fn, producers, consumers, &done);
+    for (int i = 0; i < savina::bb_producers; ++i) producers->push_back(sys->spawn(bb_producer_fn, i, manager));
+    for (int i = 0; i < savina::bb_consumers; ++i) consumers->push_back(sys->spawn(bb_consumer_fn, i, manager));
+    for (int i = 0; i < savina::bb_consumers; ++i) caf::anon_send(manager, bb_avail_atom::value, i, false, 0L);
+    for (auto& p : *producers) caf::anon_send(p, bb_produce_atom::value);
+    check(result.get() == expected, "bndbuffer sum");
+    stop_all(*producers);
+    stop_all(*consumers);
+    stop_all({manager});
+  }
+  state.SetItemsProcessed(state.iterations() * 4L * savina::bb_producers * savina::bb_items_each);
+}
+
+// -- logmap -----------------------------------------------------------------------
+
+caf::behavior lm_computer_fn(caf::event_based_actor* self, double rate) {
+  return {[=](lm_compute_atom, double x, caf::actor to) { self->send(to, lm_result_atom::value, savina::logistic(rate, x)); }};
+}
+
+struct lm_series_state {
+  double x = 0.5;
+  bool asking = false;
+  int pending = 0;
+  int computed = 0;
+};
+
+caf::behavior lm_series_fn(caf::stateful_actor<lm_series_state>* self, caf::actor computer, double* last,
+                           savina::join* done) {
+  return {
+      [=](lm_next_atom) {
+        auto& st = self->state;
+        if (st.asking) {
+          ++st.pending;
+          return;
+        }
+        st.asking = true;
+        self->send(computer, lm_compute_atom::value, st.x, caf::actor_cast<caf::actor>(self));
+      },
+      [=](lm_result_atom, double x) {
+        auto& st = self->state;
+        st.x = x;
+        if (++st.computed == savina::logmap_terms) {
+          *last = x;
+          done->arrive();
+        }
+        if (st.pending == 0) {
+          st.asking = false;
+          return;
+        }
+        --st.pending;
+        self->send(computer, lm_compute_atom::value, st.x, caf::actor_cast<caf::actor>(self));
+      },
+  };
+}
+
+caf::behavior lm_master_fn(caf::event_based_actor* self, std::vector<caf::actor> series) {
+  return {[=](go_atom) {
+    for (int t = 0; t < savina::logmap_terms; ++t)
+      for (auto& s : series) self->send(s, lm_next_atom::value);
+  }};
+}
+
+void logmap(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  for (auto _ : state) {
+    std::vector<double> last(savina::logmap_series);
+    savina::join done(savina::logmap_series);
+    auto finished = done.future();
+    std::vector<caf::actor> computers, series;
+    for (int i = 0; i < savina::logmap_series; ++i) {
+      computers.push_back(sys->spawn(lm_computer_fn, savina::logmap_start_rate + i * savina::logmap_rate_step));
+      series.push_back(sys->spawn(lm_series_fn, computers.back(), &last[i], &done));
+    }
+    auto master = sys->spawn(lm_master_fn, series);
+    caf::anon_send(master, go_atom::value);
+    finished.get();
+    for (int i = 0; i < savina::logmap_series; ++i) check(last[i] == savina::logmap_expected(i), "logmap term");
+    stop_all(computers);
+    stop_all(series);
+    stop_all({master});
+  }
+  state.SetItemsProcessed(state.iterations() * 3L * savina::logmap_series * savina::logmap_terms);
+}
+
+// -- trapezoid --------------------------------------------------------------------
+
+caf::behavior tz_worker_fn(caf::event_based_actor* self, caf::actor master) {
+  return {[=](tz_work_atom, long first, long last) {
+    self->send(master, tz_area_atom::value, savina::trapezoid_area(first, last));
+  }};
+}
+
+struct tz_master_state {
+  double sum = 0;
+  int received = 0;
+};
+
+caf::behavior tz_master_fn(caf::stateful_actor<tz_master_state>* self, std::promise<double>* done) {
+  return {[=](tz_area_atom, double area) {
+    self->state.sum += area;
+    if (++self->state.received == savina::trapezoid_workers) done->set_value(self->state.sum);
+  }};
+}
+
+void trapezoid(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  const long each = savina::trapezoid_pieces / savina::trapezoid_workers;
+  for (auto _ : state) {
+    std::promise<double> done;
+    auto result = done.get_future();
+    auto master = sys->spawn(tz_master_fn, &done);
+    std::vector<caf::actor> workers;
+    for (int i = 0; i < savina::trapezoid_workers; ++i) workers.push_back(sys->spawn(tz_worker_fn, master));
+    for (int i = 0; i < savina::trapezoid_workers; ++i)
+      caf::anon_send(workers[i], tz_work_atom::value, long{i} * each, long{i + 1} * each);
+    check(std::abs(result.get() - savina::trapezoid_exact()) < 1e-6, "trapezoid area");
+    stop_all(workers);
+    stop_all({master});
+  }
+  state.SetItemsProcessed(state.iterations() * 2L * savina::trapezoid_workers);
+}
+
+// -- banking ----------------------------------------------------------------------
+
+struct account_state {
+  long balance = savina::banking_initial;
+};
+
+caf::behavior account_fn(caf::stateful_actor<account_state>* self, int index, actors all, caf::actor teller,
+                         std::atomic<long>* total, savina::join* audited) {
+  return {
+      [=](credit_atom, long amount, int to) {
+        self->state.balance -= amount;
+        self->send((*all)[to], deposit_atom::value, amount, index);
+      },
+      [=](deposit_atom, long amount, int from) {
+        self->state.balance += amount;
+        self->send((*all)[from], deposited_atom::value);
+      },
+      [=](deposited_atom) { self->send(teller, done_atom::value); },
+      [=](audit_atom) {
+        total->fetch_add(self->state.balance, std::memory_order_relaxed);
+        audited->arrive();
+      },
+  };
+}
+
+struct teller_state {
+  int done = 0;
+};
+
+caf::behavior teller_fn(caf::stateful_actor<teller_state>* self, actors all, std::promise<void>* done) {
+  return {
+      [=](go_atom) {
+        std::uint32_t seed = 2463534242u;
+        for (int i = 0; i < savina::banking_transfers; ++i) {
+          const auto from = savina::next_random(seed) % savina::banking_accounts;
+          auto to = savina::next_random(seed) % (savina::banking_accounts - 1);
+          if (to >= from) ++to;
+          self->send((*all)[from], credit_atom::value, long(savina::next_random(seed) % 1000) + 1, int(to));
+        }
+      },
+      [=](done_atom) {
+        if (++self->state.done == savina::banking_transfers) done->set_value();
+      },
+  };
+}
+
+void banking(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  for (auto _ : state) {
+    std::promise<void> done;
+    auto finished = done.get_future();
+    std::atomic<long> total{0};
+    savina::join audited(savina::banking_accounts);
+    auto audit_done = audited.future();
+    auto all = std::make_shared<std::vector<caf::actor>>();
+    auto teller = sys->spawn(teller_fn, all, &done);
+    for (int i = 0; i < savina::banking_accounts; ++i) all->push_back(sys->spawn(account_fn, i, all, teller, &total, &audited));
+    caf::anon_send(teller, go_atom::value);
+    finished.get();
+    for (auto& a : *all) caf::anon_send(a, audit_atom::value);
+    audit_done.get();
+    check(total.load() == long{savina::banking_accounts} * savina::banking_initial, "banking total");
+    stop_all(*all);
+    stop_all({teller});
+    all->clear();
+  }
+  state.SetItemsProcessed(state.iterations() * 4L * savina::banking_transfers);
+}
+
+// -- radixsort --------------------------------------------------------------------
+
+struct sort_check {
+  long count = 0;
+  long sum = 0;
+  long last = -1;
+  bool ordered = true;
+};
+
+struct sort_stage_state {
+  std::vector<long> held;
+  long received = 0;
+};
+
+caf::behavior sort_stage_fn(caf::stateful_actor<sort_stage_state>* self, int bit, caf::actor next, sort_check* check,
+                            savina::join* done) {
+  return {[=](sort_atom, long v) {
+    if (!next) {
+      check->ordered = check->ordered && v >= check->last;
+      check->last = v;
+      check->sum += v;
+      if (++check->count == savina::radix_values) done->arrive();
+      return;
+    }
+    auto& st = self->state;
+    if (v & (long{1} << bit))
+      st.held.push_back(v);
+    else
+      self->send(next, sort_atom::value, v);
+    if (++st.received == savina::radix_values) {
+      for (long h : st.held) self->send(next, sort_atom::value, h);
+      st.held.clear();
+      st.received = 0;
+    }
+  }};
+}
+
+caf::behavior sort_source_fn(caf::event_based_actor* self, caf::actor first) {
+  return {[=](go_atom) {
+    std::uint32_t seed = 2463534242u;
+    for (int i = 0; i < savina::radix_values; ++i) self->send(first, sort_atom::value, savina::radix_value(seed));
+  }};
+}
+
+void radixsort(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  auto sys = make_system(cfg);
+  long expected = 0;
+  std::uint32_t seed = 2463534242u;
+  for (int i = 0; i < savina::radix_values; ++i) expected += savina::radix_value(seed);
+  for (auto _ : state) {
+    sort_check result;
+    savina::join done(1);
+    auto finished = done.future();
+    std::vector<caf::actor> stages(savina::radix_bits + 1);
+    stages[savina::radix_bits] = sys->spawn(sort_stage_fn, savina::radix_bits, caf::actor{}, &result, &done);
+    for (int b = savina::radix_bits - 1; b >= 0; --b) stages[b] = sys->spawn(sort_stage_fn, b, stages[b + 1], &result, &done);
+    auto src = sys->spawn(sort_source_fn, stages[0]);
+    caf::anon_send(src, go_atom::value);
+    finished.get();
+    check(result.ordered && result.count == savina::radix_values && result.sum == expected, "radixsort order");
+    stop_all(stages);
+    stop_all({src});
+  }
+  state.SetItemsProcessed(state.iterations() * long{savina::radix_values} * (savina::radix_bits + 1));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos, fjcreate, spawntree, pipeline});
+  return savina::run(argc, argv, {pingpong, counting, threadring, forkjoin, spawn, big, chameneos, fjcreate, spawntree, pipeline,
+                                  bndbuffer, logmap, trapezoid, banking, radixsort});
 }
