@@ -544,11 +544,11 @@ private:
 class bb_producer {
 public:
   bb_producer(int index, troupe::actor_ref<bb_manager> manager)
-      : index_(index), manager_(std::move(manager)), seed_(2463534242u + index) {}
+      : index_(index), manager_(std::move(manager)), seed_(savina::seed_of(index)) {}
   void handle(bb_produce) {
     if (produced_ == savina::bb_items_each) return;
     ++produced_;
-    manager_.tell(bb_data{long(savina::next_random(seed_) % 1000), index_});
+    manager_.tell(bb_data{savina::bb_item(seed_), index_});
   }
 
 private:
@@ -597,11 +597,7 @@ void bb_manager::handle(bb_available a) {
 
 void bndbuffer(benchmark::State& state) {
   troupe::actor_system sys(config());
-  long expected = 0;
-  for (int p = 0; p < savina::bb_producers; ++p) {
-    std::uint32_t seed = 2463534242u + p;
-    for (int i = 0; i < savina::bb_items_each; ++i) expected += savina::next_random(seed) % 1000;
-  }
+  const long expected = savina::bb_expected_sum();
   for (auto _ : state) {
     std::promise<long> done;
     auto result = done.get_future();
@@ -814,12 +810,10 @@ class teller {
 public:
   explicit teller(std::promise<void>* done) : done_(done) {}
   void handle(transfers t) {
-    std::uint32_t seed = 2463534242u;
+    std::uint32_t seed = savina::seed_of();
     for (int i = 0; i < savina::banking_transfers; ++i) {
-      const auto from = savina::next_random(seed) % savina::banking_accounts;
-      auto to = savina::next_random(seed) % (savina::banking_accounts - 1);
-      if (to >= from) ++to; // never to itself
-      (*t.all)[from].tell(credit{long(savina::next_random(seed) % 1000) + 1, int(to)});
+      const auto x = savina::next_transfer(seed);
+      (*t.all)[x.from].tell(credit{x.amount, x.to});
     }
   }
   void handle(transfer_done) {
@@ -904,7 +898,7 @@ class sort_source {
 public:
   explicit sort_source(troupe::actor_ref<sort_stage> first) : first_(std::move(first)) {}
   void handle(sort_feed) {
-    std::uint32_t seed = 2463534242u;
+    std::uint32_t seed = savina::seed_of();
     for (int i = 0; i < savina::radix_values; ++i) first_.tell(sort_value{savina::radix_value(seed)});
   }
 
@@ -914,9 +908,7 @@ private:
 
 void radixsort(benchmark::State& state) {
   troupe::actor_system sys(config());
-  long expected = 0;
-  std::uint32_t seed = 2463534242u;
-  for (int i = 0; i < savina::radix_values; ++i) expected += savina::radix_value(seed);
+  const long expected = savina::radix_expected_sum();
   for (auto _ : state) {
     sort_check result;
     savina::join done(1);

@@ -149,10 +149,42 @@ inline double trapezoid_area(long first, long last) {
   return area;
 }
 
+/// The seed of a workload's pseudo-random numbers (of its actor `index`).
+inline std::uint32_t seed_of(int index = 0) { return 2463534242u + static_cast<std::uint32_t>(index); }
+
+/// bndbuffer: a producer's next item, and the sum of every producer's.
+inline long bb_item(std::uint32_t& seed) { return long(next_random(seed) % 1000); }
+inline long bb_expected_sum() {
+  long sum = 0;
+  for (int p = 0; p < bb_producers; ++p) {
+    std::uint32_t seed = seed_of(p);
+    for (int i = 0; i < bb_items_each; ++i) sum += bb_item(seed);
+  }
+  return sum;
+}
+
+/// banking: the teller's next transfer (never to the account it is from).
+struct transfer {
+  int from, to;
+  long amount;
+};
+inline transfer next_transfer(std::uint32_t& seed) {
+  const auto from = next_random(seed) % banking_accounts;
+  auto to = next_random(seed) % (banking_accounts - 1);
+  if (to >= from) ++to;
+  return {int(from), int(to), long(next_random(seed) % 1000) + 1};
+}
+
 /// radixsort: the values the source sends, and the sum of them.
 inline long radix_value(std::uint32_t& seed) {
   const std::uint64_t hi = next_random(seed), lo = next_random(seed);
   return static_cast<long>(((hi << 32) | lo) & ((std::uint64_t{1} << radix_bits) - 1));
+}
+inline long radix_expected_sum() {
+  long sum = 0;
+  std::uint32_t seed = seed_of();
+  for (int i = 0; i < radix_values; ++i) sum += radix_value(seed);
+  return sum;
 }
 
 enum class colour : int { blue = 0, red = 1, yellow = 2 };

@@ -525,12 +525,12 @@ struct bb_producer_state {
 };
 
 caf::behavior bb_producer_fn(caf::stateful_actor<bb_producer_state>* self, int index, caf::actor manager) {
-  self->state.seed = 2463534242u + index;
+  self->state.seed = savina::seed_of(index);
   return {[=](bb_produce_atom) {
     auto& st = self->state;
     if (st.produced == savina::bb_items_each) return;
     ++st.produced;
-    self->send(manager, bb_data_atom::value, long(savina::next_random(st.seed) % 1000), index);
+    self->send(manager, bb_data_atom::value, savina::bb_item(st.seed), index);
   }};
 }
 
@@ -541,11 +541,7 @@ caf::behavior bb_consumer_fn(caf::event_based_actor* self, int index, caf::actor
 void bndbuffer(benchmark::State& state) {
   caf::actor_system_config cfg;
   auto sys = make_system(cfg);
-  long expected = 0;
-  for (int p = 0; p < savina::bb_producers; ++p) {
-    std::uint32_t seed = 2463534242u + p;
-    for (int i = 0; i < savina::bb_items_each; ++i) expected += savina::next_random(seed) % 1000;
-  }
+  const long expected = savina::bb_expected_sum();
   for (auto _ : state) {
     std::promise<long> done;
     auto result = done.get_future();
@@ -707,12 +703,10 @@ struct teller_state {
 caf::behavior teller_fn(caf::stateful_actor<teller_state>* self, actors all, std::promise<void>* done) {
   return {
       [=](go_atom) {
-        std::uint32_t seed = 2463534242u;
+        std::uint32_t seed = savina::seed_of();
         for (int i = 0; i < savina::banking_transfers; ++i) {
-          const auto from = savina::next_random(seed) % savina::banking_accounts;
-          auto to = savina::next_random(seed) % (savina::banking_accounts - 1);
-          if (to >= from) ++to;
-          self->send((*all)[from], credit_atom::value, long(savina::next_random(seed) % 1000) + 1, int(to));
+          const auto x = savina::next_transfer(seed);
+          self->send((*all)[x.from], credit_atom::value, x.amount, x.to);
         }
       },
       [=](done_atom) {
@@ -784,7 +778,7 @@ caf::behavior sort_stage_fn(caf::stateful_actor<sort_stage_state>* self, int bit
 
 caf::behavior sort_source_fn(caf::event_based_actor* self, caf::actor first) {
   return {[=](go_atom) {
-    std::uint32_t seed = 2463534242u;
+    std::uint32_t seed = savina::seed_of();
     for (int i = 0; i < savina::radix_values; ++i) self->send(first, sort_atom::value, savina::radix_value(seed));
   }};
 }
@@ -792,9 +786,7 @@ caf::behavior sort_source_fn(caf::event_based_actor* self, caf::actor first) {
 void radixsort(benchmark::State& state) {
   caf::actor_system_config cfg;
   auto sys = make_system(cfg);
-  long expected = 0;
-  std::uint32_t seed = 2463534242u;
-  for (int i = 0; i < savina::radix_values; ++i) expected += savina::radix_value(seed);
+  const long expected = savina::radix_expected_sum();
   for (auto _ : state) {
     sort_check result;
     savina::join done(1);
