@@ -13,6 +13,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_future.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -56,6 +57,14 @@ struct start_beating {};
 struct beat {};
 struct beats {};
 struct crash {}; // a handler that throws: the entity restarts
+/// Starts a one-shot timer that tells the entity `stall`: a handler that
+/// holds its thread for `for_` (as a preempted thread would).
+struct stall_soon {
+  std::chrono::milliseconds for_;
+};
+struct stall {
+  std::chrono::milliseconds for_;
+};
 /// An operation of a library with an io_context of its own (not run).
 struct outside {
   std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>();
@@ -161,6 +170,11 @@ public:
   void handle(start_beating) { ctx_.schedule_every(1ms, beat{}); }
   void handle(beat) { j_->record(id_, note{-2, ++beats_}); }
   int handle(beats) const { return beats_; }
+  void handle(stall_soon s) { ctx_.schedule_once(1ms, stall{s.for_}); }
+  void handle(stall s) {
+    std::this_thread::sleep_for(s.for_);
+    j_->record(id_, note{-6, 0});
+  }
   bool can_passivate() const { return !keep_; }
 
 private:
@@ -487,6 +501,26 @@ TEST_CASE("an entity busy with messages that do not come through its region (its
   // Ten idle periods of beats (watched from outside, without a message
   // through the region), and it is still the same activation.
   REQUIRE(eventually([&] { return j->count("a") >= 200; }));
+  CHECK(accounts.stats().passivations == 0);
+  CHECK(accounts.stats().activations == 1);
+}
+
+TEST_CASE("an entity whose turn outlasts the idle timeout (a long handler, a preempted thread) is not idle") {
+  auto j = std::make_shared<journal>();
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto accounts = sys.entities<account>(troupe::entity_options{.idle_timeout = 20ms}, j);
+  auto a = accounts.get("a");
+  REQUIRE_FALSE(a.tell(start_beating{}));
+  REQUIRE_FALSE(a.tell(stall_soon{200ms})); // ten idle timeouts in one turn of its own timer
+  const auto stalled = [&] {
+    std::lock_guard g(j->m);
+    auto& s = j->seen["a"];
+    return std::find(s.begin(), s.end(), std::pair{-6, 0}) != s.end();
+  };
+  REQUIRE(eventually(stalled));
+  const auto after = j->count("a");
+  // Still beating: the same activation, not passivated once the turn ended.
+  REQUIRE(eventually([&] { return j->count("a") >= after + 100; }, 5s));
   CHECK(accounts.stats().passivations == 0);
   CHECK(accounts.stats().activations == 1);
 }

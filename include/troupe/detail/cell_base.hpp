@@ -119,6 +119,9 @@ public:
   actor_id id() const noexcept { return id_; }
   /// Whether the actor had a turn since the last call (entities' idleness).
   bool take_busy() noexcept { return busy_.exchange(false, std::memory_order_relaxed); }
+  /// How many of its messages the actor handled (wrapping; read from any
+  /// thread): an entity asked to passivate that handled one since was busy.
+  std::uint32_t handled() const noexcept { return handled_.load(std::memory_order_relaxed); }
   system_state& sys() const noexcept { return *sys_; }
   bool closed() const noexcept { return inbox_.closed(); }
 
@@ -278,6 +281,9 @@ protected:
   /// Set by every turn; an entity's region reads and clears it to tell an
   /// idle entity from one busy with messages that did not come through it.
   std::atomic<bool> busy_{false};
+  /// Counted after each message's handler returns (in turns only: one
+  /// writer, a plain store).
+  std::atomic<std::uint32_t> handled_{0};
   /// The registry list of the thread that made it: the one it enters and
   /// is counted in (see `system_state::registry_shard`).
   const std::uint8_t shard_;

@@ -127,6 +127,9 @@ struct region_entry {
   bool spawning = false; // its next activation is being spawned
   bool asked = false;   // a passivation request is queued in `live`
   bool touched = false; // a message arrived since it was asked
+  /// `live`'s count of handled messages when it was asked: one handled
+  /// since (a long handler, or its own timers) means it was not idle.
+  std::uint32_t handled_when_asked = 0;
   std::uint64_t used = 0; // the region's tick of its last message
   // Messages waiting for the next activation, oldest first.
   envelope_base* first = nullptr;
@@ -293,8 +296,8 @@ public:
   }
 
   /// In `c`'s turn: it was asked to passivate. It does, unless it declines
-  /// (or awaits a reentrant handler or a reply) or a message arrived for
-  /// it since it was asked.
+  /// (or awaits a reentrant handler or a reply), or a message arrived for
+  /// it or it handled one since it was asked.
   void passivation_requested(cell<T>& c, entry& e) noexcept {
     bool allowed = false;
     try {
@@ -315,9 +318,12 @@ public:
         list_newest(e);
         return;
       }
-      if (e.touched) {
-        // Used since it was asked: it stays, no longer the least recently
-        // used; past the limit, the one that now is goes instead.
+      if (e.touched || c.handled() != e.handled_when_asked) {
+        // Used since it was asked (a message through the region, or one it
+        // handled meanwhile: a handler that outlasted the idle timeout, a
+        // thread preempted in its turn): it stays, no longer the least
+        // recently used; past the limit, the one that now is goes instead.
+        e.used = tick_;
         list_newest(e);
         over_limit(ask, &e);
       } else {
@@ -499,6 +505,7 @@ private:
     unlist(e);
     e.asked = true;
     e.touched = false;
+    e.handled_when_asked = e.live->handled();
     ++leaving_;
     return e.live;
   }

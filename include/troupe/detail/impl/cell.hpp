@@ -117,6 +117,7 @@ void cell<T>::turn() noexcept {
     }
     if (suspended) return;
     e->dispose();
+    handled_.store(handled_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     n += user ? 1 : 0;
   }
   requeue();
