@@ -4,7 +4,7 @@
 // records).
 #include <troupe/troupe.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <asio/use_future.hpp>
 #include <benchmark/benchmark.h>

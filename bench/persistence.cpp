@@ -3,7 +3,7 @@
 // directory; items are events.
 #include <troupe/troupe.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/use_future.hpp>

@@ -15,7 +15,7 @@
 #include <troupe/delivery/entities.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include "bench_common.hpp"
 

@@ -11,7 +11,7 @@
 #include <troupe/effects/effectful_actor.hpp>
 #include <troupe/testing/email_service.hpp>
 #include <troupe/testing/payment_gateway.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <boost/describe/class.hpp>
 

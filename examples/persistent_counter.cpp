@@ -4,7 +4,7 @@
 //   persistent_counter <directory> [increments]
 #include <troupe/troupe.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <boost/describe/class.hpp>
 

@@ -8,7 +8,7 @@
 #include <troupe/troupe.hpp>
 #include <troupe/testing/faulty_transport.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <boost/describe/class.hpp>
 

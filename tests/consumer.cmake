@@ -40,7 +40,7 @@ if(MODE STREQUAL "pkg-config")
   run("${WORK}/build/consumer")
   # The layers on RocksDB: their .pc resolves (through rocksdb.pc) where
   # their headers were installed.
-  if(EXISTS "${WORK}/prefix/include/troupe/persistence/rocksdb_store.hpp")
+  if(EXISTS "${WORK}/prefix/include/troupe/rocksdb/store.hpp")
     run(${PKG_CONFIG} --cflags --libs troupe-rocksdb)
   endif()
   message(STATUS "consumer built and ran (pkg-config: ${flags})")

@@ -13,7 +13,7 @@
 #include <troupe/delivery/entities.hpp>
 #include <troupe/effects/effectful_actor.hpp>
 #include <troupe/persistence/resume.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 #include <troupe/testing/email_service.hpp>
 
 #include <boost/describe/class.hpp>

@@ -25,7 +25,7 @@
 
 #include <troupe/delivery/entities.hpp>
 #include <troupe/persistence/resume.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <asio/use_future.hpp>
 

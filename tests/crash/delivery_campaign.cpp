@@ -27,7 +27,7 @@
 #include <troupe/troupe.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/effects/effectful_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 #include <troupe/testing/faulty_transport.hpp>
 #include <troupe/testing/payment_gateway.hpp>
 #include <troupe/testing/wall_clock.hpp>

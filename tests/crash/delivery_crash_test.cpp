@@ -9,7 +9,7 @@
 // Seeded; prints the seed. Cycles: argv or TROUPE_CRASH_CYCLES (default 30);
 // items per sender: argv (default 4,000).
 #include <troupe/delivery/reliable_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <chrono>
 #include <csignal>

@@ -18,8 +18,8 @@
 //   troupe_fault_campaign [--cycles N] [--seed S] [--dir D] [--keep 1]  (a failed run, or --keep 1, leaves its store)
 #include <troupe/troupe.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
-#include <troupe/testing/faulty_file_system.hpp>
+#include <troupe/rocksdb/store.hpp>
+#include <troupe/rocksdb/faulty_file_system.hpp>
 
 #include "child_process.hpp"
 

@@ -4,7 +4,7 @@
 // actors snapshot every 7 events, keep 2 and delete the events covered.
 #include <troupe/troupe.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>

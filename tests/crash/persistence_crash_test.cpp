@@ -7,7 +7,7 @@
 //     the snapshot whose state covers the deleted ones),
 //   - the highest sequence number never decreased.
 // Seeded; prints the seed. Cycles: argv or TROUPE_CRASH_CYCLES (default 50).
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include "child_process.hpp"
 

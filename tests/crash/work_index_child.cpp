@@ -14,8 +14,8 @@
 #include <troupe/delivery/entities.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/resume.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
-#include <troupe/testing/faulty_file_system.hpp>
+#include <troupe/rocksdb/store.hpp>
+#include <troupe/rocksdb/faulty_file_system.hpp>
 #include <troupe/testing/faulty_transport.hpp>
 
 #include <asio/use_future.hpp>

@@ -7,7 +7,7 @@
 // with `resume` alone: every delivery confirmed, each processed once.
 // Seeded; prints the seed. Cycles: argv or TROUPE_CRASH_CYCLES.
 #include <troupe/delivery/detail/codec.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 #include <troupe/persistence/work_index.hpp>
 
 #include <boost/json.hpp>

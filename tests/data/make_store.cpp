@@ -15,7 +15,7 @@
 //   outbox     owner-1's effect order:1:payment, pending (no dispatcher ran)
 #include "store_actors.hpp"
 
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <asio/use_future.hpp>
 

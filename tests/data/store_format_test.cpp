@@ -5,7 +5,7 @@
 // outbox records.
 #include "store_actors.hpp"
 
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include "../persistence/temp_dir.hpp"
 #include "../support.hpp"

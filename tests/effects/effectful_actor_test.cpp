@@ -6,7 +6,7 @@
 
 #include "../persistence/temp_dir.hpp"
 
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <future>
 #include <vector>

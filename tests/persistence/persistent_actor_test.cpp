@@ -3,7 +3,7 @@
 #include <troupe/actor_system.hpp>
 #include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <boost/describe/class.hpp>
 

@@ -1,5 +1,5 @@
 #include <troupe/persistence/journal.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <catch2/catch.hpp>
 #include <rocksdb/perf_context.h>

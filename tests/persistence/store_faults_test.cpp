@@ -2,8 +2,8 @@
 // and in tables, a full disk, a newer store, misleading paths, injected
 // I/O errors.
 
-#include <troupe/persistence/rocksdb_store.hpp>
-#include <troupe/testing/faulty_file_system.hpp>
+#include <troupe/rocksdb/store.hpp>
+#include <troupe/rocksdb/faulty_file_system.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include <troupe/persistence/detail/codec.hpp>
-#include <troupe/persistence/detail/rocksdb_status.hpp>
+#include <troupe/rocksdb/detail/status.hpp>
 #include <troupe/persistence/detail/table_check.hpp>
 
 #include <atomic>

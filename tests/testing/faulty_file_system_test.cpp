@@ -1,6 +1,6 @@
-#include <troupe/testing/faulty_file_system.hpp>
+#include <troupe/rocksdb/faulty_file_system.hpp>
 
-#include <troupe/persistence/rocksdb_store.hpp>
+#include <troupe/rocksdb/store.hpp>
 
 #include <catch2/catch.hpp>
 

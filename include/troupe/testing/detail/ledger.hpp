@@ -3,7 +3,7 @@
 // A simulator's per-key records, in memory and optionally in a RocksDB
 // database of its own (as a real provider has its own database).
 
-#include <troupe/persistence/detail/rocksdb_status.hpp>
+#include <troupe/rocksdb/detail/status.hpp>
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/json.hpp>

@@ -7,7 +7,7 @@
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
-#include <troupe/persistence/detail/rocksdb_status.hpp>
+#include <troupe/rocksdb/detail/status.hpp>
 #include <troupe/persistence/detail/table_registry.hpp>
 
 #include <rocksdb/db.h>

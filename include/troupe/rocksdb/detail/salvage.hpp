@@ -7,8 +7,8 @@
 
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
-#include <troupe/persistence/detail/rocksdb_layout.hpp>
-#include <troupe/persistence/detail/salvage.hpp>
+#include <troupe/rocksdb/detail/layout.hpp>
+#include <troupe/rocksdb/detail/wal_reader.hpp>
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>

@@ -8,9 +8,9 @@
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
-#include <troupe/persistence/detail/rocksdb_expiry.hpp>
-#include <troupe/persistence/detail/rocksdb_layout.hpp>
-#include <troupe/persistence/detail/rocksdb_status.hpp>
+#include <troupe/rocksdb/detail/expiry.hpp>
+#include <troupe/rocksdb/detail/layout.hpp>
+#include <troupe/rocksdb/detail/status.hpp>
 #include <troupe/detail/bytes.hpp>
 #include <troupe/detail/clock.hpp>
 #include <troupe/detail/unique_function.hpp>

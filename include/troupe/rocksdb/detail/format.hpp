@@ -9,7 +9,7 @@
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/detail/codec.hpp>
-#include <troupe/persistence/detail/rocksdb_status.hpp>
+#include <troupe/rocksdb/detail/status.hpp>
 #include <troupe/detail/bytes.hpp>
 
 #include <rocksdb/db.h>

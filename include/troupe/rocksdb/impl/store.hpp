@@ -1,6 +1,6 @@
 #pragma once
 
-// The longer bodies of `rocksdb_store` (troupe/persistence/rocksdb_store.hpp):
+// The longer bodies of `rocksdb_store` (troupe/rocksdb/store.hpp):
 // opening the database, and the snapshot queries.
 
 #include <troupe/persistence/detail/table_check.hpp>

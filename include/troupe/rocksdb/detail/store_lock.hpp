@@ -15,7 +15,7 @@
 
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
-#include <troupe/persistence/detail/rocksdb_status.hpp>
+#include <troupe/rocksdb/detail/status.hpp>
 
 #include <fcntl.h>
 #include <pthread.h>
