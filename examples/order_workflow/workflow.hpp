@@ -169,7 +169,10 @@ public:
   order(troupe::context<order> ctx, troupe::persistence_id id, std::function<void(order_ended)> ended,
         long warehouses = default_warehouses)
       : effectful_actor(ctx, std::move(id)), n_(order_number(pid())), warehouses_(warehouses),
-        ended_(std::move(ended)), work_(storage()) {}
+        ended_(std::move(ended)), work_(storage()) {
+    tp::work_index::claim_reason(under_way, "orders");
+    tp::work_index::claim_reason(needs_operator, "orders");
+  }
 
   static void apply(order_state& s, const order_placed& e) {
     s.placed = true;

@@ -7,8 +7,8 @@
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/persistence/resume.hpp>
-#include <troupe/persistence/rocksdb_store.hpp>
-#include <troupe/testing/faulty_file_system.hpp>
+#include <troupe/rocksdb/store.hpp>
+#include <troupe/rocksdb/faulty_file_system.hpp>
 #include <troupe/testing/faulty_journal.hpp>
 
 #include "../persistence/temp_dir.hpp"
@@ -397,7 +397,7 @@ TEST_CASE("a store written before the work index had senders with unconfirmed de
   // Once: an entity that finished since is not marked again.
   std::promise<std::error_code> q;
   auto g = q.get_future();
-  j->write({}, {}, {work.clear("snd-old", tp::work_index::deliveries)}, [&q](std::error_code ec) { q.set_value(ec); });
+  j->write({}, {}, {work.clear("snd-old", troupe::delivery::work_reason)}, [&q](std::error_code ec) { q.set_value(ec); });
   REQUIRE_FALSE(test::get(g));
   td::detail::index_senders(*j);
   CHECK(work.marked(*j, "snd-").empty());

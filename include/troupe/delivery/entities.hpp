@@ -39,7 +39,7 @@ inline void index_senders(persistence::journal& j) {
   const auto t = tables::of(j);
   const persistence::work_index work(t.work);
   std::optional<std::string> built;
-  if (auto ec = j.get(t.work, work.built_key(persistence::work_index::deliveries), built))
+  if (auto ec = j.get(t.work, work.built_key(work_reason), built))
     throw error(ec, "reading the work index");
   if (built && *built == index_version) return;
   std::set<std::string> senders;
@@ -51,9 +51,9 @@ inline void index_senders(persistence::journal& j) {
   });
   if (ec) throw error(ec, "reading the deliveries to build the work index");
   std::vector<persistence::table_write> marks;
-  for (auto& s : senders) marks.push_back(work.mark(s, persistence::work_index::deliveries));
+  for (auto& s : senders) marks.push_back(work.mark(s, work_reason));
   marks.push_back(
-      persistence::table_write::put(t.work, work.built_key(persistence::work_index::deliveries), std::string(index_version)));
+      persistence::table_write::put(t.work, work.built_key(work_reason), std::string(index_version)));
   std::promise<std::error_code> done;
   auto written = done.get_future();
   j.write({}, {}, std::move(marks), [&done](std::error_code e) { done.set_value(e); });

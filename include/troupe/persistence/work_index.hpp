@@ -9,7 +9,9 @@
 #include <troupe/persistence/journal.hpp>
 #include <troupe/persistence/records.hpp>
 
+#include <array>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,13 +34,38 @@ struct resumed {};
 /// once more; a missing mark would leave work undone, so marks are set in
 /// the write that makes the work, never after it.
 ///
-/// Reasons: lowercase letters belong to troupe's layers (`deliveries`);
-/// applications use any other byte.
+/// Reasons: each byte belongs to one party, which claims it
+/// (`claim_reason`) before it marks with it: lowercase letters are troupe's
+/// layers' (the delivery layer claims its own), applications use any other
+/// byte. This layer names none of them.
 class work_index {
 public:
   static constexpr std::string_view table_name = "work";
-  /// Set by the delivery layer while a sender has unconfirmed deliveries.
-  static constexpr char deliveries = 'd';
+
+  /// Claims the byte `reason` for `owner` (a layer's or an application's
+  /// name) in this process. The same owner may claim it again; a byte
+  /// another owner holds is refused with `troupe::error`
+  /// (`troupe::errc::invalid_argument`, naming both owners), as is an empty
+  /// owner. Thread-safe.
+  static void claim_reason(char reason, std::string_view owner) {
+    if (owner.empty()) throw error(troupe::errc::invalid_argument, "work_index::claim_reason: an empty owner");
+    auto& r = reasons();
+    std::lock_guard g(r.m);
+    auto& held = r.owners[static_cast<unsigned char>(reason)];
+    if (held.empty()) {
+      held = owner;
+    } else if (held != owner) {
+      throw error(troupe::errc::invalid_argument, "work_index::claim_reason: reason " + describe(reason) +
+                                                      " belongs to " + held + ", not to " + std::string(owner));
+    }
+  }
+
+  /// Who claimed `reason` in this process (empty: nobody yet).
+  static std::string reason_owner(char reason) {
+    auto& r = reasons();
+    std::lock_guard g(r.m);
+    return r.owners[static_cast<unsigned char>(reason)];
+  }
 
   /// The index of the journal's store (its table is created on first use).
   explicit work_index(journal& j) : table_(j.open_table(table_name)) {}
@@ -85,6 +112,20 @@ public:
   table get_table() const noexcept { return table_; }
 
 private:
+  struct reason_registry {
+    std::mutex m;
+    std::array<std::string, 256> owners;
+  };
+  static reason_registry& reasons() {
+    static reason_registry r;
+    return r;
+  }
+  static std::string describe(char reason) {
+    const auto b = static_cast<unsigned char>(reason);
+    if (b >= 0x21 && b < 0x7f) return std::string("'") + reason + "'";
+    return "byte " + std::to_string(b);
+  }
+
   static std::string key(std::string_view pid, char reason) {
     std::string k;
     k.reserve(pid.size() + 2);

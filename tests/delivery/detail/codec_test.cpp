@@ -1,7 +1,11 @@
 // The delivery tables' keys and values on their own.
 #include <troupe/delivery/detail/codec.hpp>
 
+#include <troupe/persistence/memory_store.hpp>
+
 #include <catch2/catch.hpp>
+
+#include <memory>
 
 // In a namespace of its own: the tests build several files as one unit.
 namespace delivery_detail_codec_test {
@@ -100,6 +104,15 @@ TEST_CASE("a truncated or foreign value is corrupt_record") {
                          }));
   }
   CHECK_THROWS_AS(d::decode_mark("\x01\x00"), troupe::error);
+}
+
+TEST_CASE("the delivery layer claims its work reason when it opens its tables; nobody else may mark with it") {
+  auto j = std::make_shared<troupe::persistence::journal_of<troupe::persistence::memory_store>>(
+      std::make_shared<troupe::persistence::memory_store>());
+  (void)d::tables::of(*j);
+  CHECK(troupe::persistence::work_index::reason_owner(troupe::delivery::work_reason) == "troupe.delivery");
+  CHECK_THROWS_AS(troupe::persistence::work_index::claim_reason(troupe::delivery::work_reason, "an application"),
+                  troupe::error);
 }
 
 } // namespace delivery_detail_codec_test

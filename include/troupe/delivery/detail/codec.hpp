@@ -18,6 +18,16 @@
 #include <string>
 #include <string_view>
 
+namespace troupe::delivery {
+
+/// The delivery layer's reason in the work index
+/// (`persistence::work_index`): a sender is marked with it while it has
+/// unconfirmed deliveries. Claimed for "troupe.delivery" whenever the layer
+/// opens its tables in a journal.
+inline constexpr char work_reason = 'd';
+
+} // namespace troupe::delivery
+
 namespace troupe::delivery::detail {
 
 /// The tables the delivery layer registers with a journal.
@@ -38,6 +48,7 @@ struct tables {
   static constexpr std::string_view dedup_by_id_name = "dedup";
 
   static tables of(persistence::journal& j) {
+    persistence::work_index::claim_reason(work_reason, "troupe.delivery");
     return {j.open_table("deliveries"), j.open_table(dedup_name), j.find_table(dedup_by_id_name),
             j.open_table(persistence::work_index::table_name)};
   }

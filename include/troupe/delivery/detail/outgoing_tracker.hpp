@@ -220,10 +220,10 @@ public:
   /// The sender's mark in the work index (set while it has unconfirmed
   /// deliveries), and its clearing.
   persistence::table_write work_mark() const {
-    return persistence::work_index(tables_.work).mark(pid_, persistence::work_index::deliveries);
+    return persistence::work_index(tables_.work).mark(pid_, work_reason);
   }
   persistence::table_write work_clear() const {
-    return persistence::work_index(tables_.work).clear(pid_, persistence::work_index::deliveries);
+    return persistence::work_index(tables_.work).clear(pid_, work_reason);
   }
 
   /// Gives up a claim and its reserved room (its record was not written).
