@@ -2,12 +2,14 @@
 # Installs the Debian packages troupe needs, if any is missing. Idempotent and
 # quick when everything is present. Uses sudo when not run as root.
 #   scripts/setup-debian.sh          build tools, libraries, test and benchmark deps
+#                                    (the PostgreSQL server: the tests start one of
+#                                    their own on 127.0.0.1, tests/postgres/server.sh)
 #   scripts/setup-debian.sh --peer   also CAF and plotting, for the side-by-side benchmarks
 set -euo pipefail
 
 packages=(g++ cmake make ccache pkg-config
           libasio-dev librocksdb-dev libboost-json1.81-dev catch2 libbenchmark-dev
-          libjemalloc-dev)
+          libjemalloc-dev libpq-dev postgresql-15)
 if [[ "${1:-}" == "--peer" ]]; then
   packages+=(libcaf-dev gnuplot-nox python3)
 fi

@@ -56,6 +56,10 @@ enum class errc {
   /// A write may only create a key (`table_write::create`) that exists
   /// already: nothing of the write was applied. (`std::errc::file_exists`)
   key_exists,
+  /// Another store object (another process, usually) claimed the
+  /// persistence ID after this one did: only the newest claimant writes
+  /// it. Nothing of the write was applied. (`std::errc::operation_not_permitted`)
+  fenced,
 };
 
 namespace detail {
@@ -76,6 +80,7 @@ struct errors {
     case errc::already_running: return "persistence ID already in use by a live actor";
     case errc::snapshot_unreadable: return "snapshot needed for recovery is unreadable";
     case errc::key_exists: return "key exists already";
+    case errc::fenced: return "persistence ID claimed by a newer writer (fenced)";
     }
     return {};
   }
@@ -90,6 +95,7 @@ struct errors {
     case errc::storage_full: return std::errc::no_space_on_device;
     case errc::already_running: return std::errc::device_or_resource_busy;
     case errc::key_exists: return std::errc::file_exists;
+    case errc::fenced: return std::errc::operation_not_permitted;
     default: return std::nullopt;
     }
   }

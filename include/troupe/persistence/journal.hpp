@@ -137,6 +137,16 @@ public:
   /// The highest sequence number ever written for `pid` (0 if none).
   virtual sequence_nr highest_sequence_nr(std::string_view pid) = 0;
 
+  /// Makes this journal the one writer of `pid`: a store shared by several
+  /// processes fences the journal that claimed it before (its writes of
+  /// `pid` fail with `errc::fenced` from now on). Every recovery claims its
+  /// ID before it reads, so nothing the previous writer could still commit
+  /// is missed. A store of one process has nothing to do.
+  virtual std::error_code claim(std::string_view pid) {
+    (void)pid;
+    return {};
+  }
+
   /// Deletes the events with `seq <= to`; the highest sequence number stays.
   virtual std::error_code delete_up_to(std::string_view pid, sequence_nr to) = 0;
 
@@ -342,6 +352,13 @@ public:
   }
 
   sequence_nr highest_sequence_nr(std::string_view pid) override { return store_.highest_sequence_nr(pid); }
+
+  std::error_code claim(std::string_view pid) override {
+    if constexpr (requires { store_.claim(pid); })
+      return store_.claim(pid);
+    else
+      return {};
+  }
 
   std::error_code delete_up_to(std::string_view pid, sequence_nr to) override { return store_.delete_up_to(pid, to); }
 

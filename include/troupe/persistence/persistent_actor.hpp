@@ -373,8 +373,11 @@ private:
 
   void refuse_if_failed() const {
     if (failed_)
-      throw error(failed_code_ == errc::storage_full ? errc::storage_full : errc::storage_failure,
-                  "persisting to " + id_ + " refused: an earlier write failed; the actor must restart and recover");
+      throw error(failed_code_ == errc::storage_full || failed_code_ == errc::fenced ? failed_code_
+                                                                                     : errc::storage_failure,
+                  failed_code_ == errc::fenced
+                      ? "persisting to " + id_ + " refused: another journal claimed the ID; this actor stops"
+                      : "persisting to " + id_ + " refused: an earlier write failed; the actor must restart and recover");
   }
 
   template <class E>
@@ -408,13 +411,18 @@ private:
                         : ec == errc::sequence_mismatch ? errc::sequence_mismatch
                         : ec == errc::storage_full      ? errc::storage_full
                         : ec == errc::key_exists        ? errc::key_exists
+                        : ec == errc::fenced            ? errc::fenced
                                                         : errc::storage_failure;
       // Whether a failed write reached the disk is unknown: this instance
       // writes nothing more, even if the handler catches the error.
-      if (code == errc::storage_failure || code == errc::storage_full) {
+      if (code == errc::storage_failure || code == errc::storage_full || code == errc::fenced) {
         failed_ = true;
         failed_code_ = code; // a later refusal says why (a full disk stays storage_full)
       }
+      // Another journal (another process) claimed the ID since this
+      // instance recovered: it is no longer the ID's writer, and stops
+      // (after this handler) rather than fight for it.
+      if (code == errc::fenced && ctx_) ctx_->stop();
       auto what = "persisting to " + id_ + " failed: " + ec.message();
       if (code == errc::storage_failure || code == errc::storage_full)
         if (auto more = journal_->last_failure(); !more.empty()) what += " (" + more + ")";

@@ -139,6 +139,7 @@ public:
   }
 
   sequence_nr highest_sequence_nr(std::string_view pid) override { return inner_->highest_sequence_nr(pid); }
+  std::error_code claim(std::string_view pid) override { return inner_->claim(pid); }
 
   std::error_code get(table t, std::string_view key, std::optional<std::string>& out) override {
     return inner_->get(t, key, out);

@@ -51,6 +51,12 @@ public:
   /// and the manifest of the record that could not be used.
   recovered<State> run() {
     out_ = {};
+    // The only writer of the ID from here on (a shared store fences the
+    // one before), so that what is read below is all there will be.
+    if (auto ec = journal_.claim(pid_)) {
+      const auto why = journal_.last_failure();
+      throw error(ec, "recovery of " + pid_ + ": claiming it failed" + (why.empty() ? "" : ": " + why));
+    }
     if constexpr (snapshottable) load_latest_snapshot();
 
     using list = typename Derived::events;

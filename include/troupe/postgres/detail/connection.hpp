@@ -1,0 +1,207 @@
+#pragma once
+
+// One libpq connection: statements with binary parameters and results,
+// prepared once per connection, and the mapping of PostgreSQL's errors to
+// the persistence layer's codes.
+
+#include <troupe/error.hpp>
+#include <troupe/persistence/error.hpp>
+#include <troupe/detail/bytes.hpp>
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace troupe::persistence::detail::pg {
+
+/// A statement's parameters, all sent in binary: text as its bytes, bytea
+/// as is, integers big-endian (`int8`, `int4`).
+class params {
+public:
+  params& text(std::string_view s) { return add(std::string(s)); }
+  params& bytes(std::string_view s) { return add(std::string(s)); }
+  params& i64(std::int64_t v) {
+    std::string b;
+    troupe::detail::put_be<8>(b, static_cast<std::uint64_t>(v));
+    return add(std::move(b));
+  }
+  params& i32(std::int32_t v) {
+    std::string b;
+    troupe::detail::put_be<4>(b, static_cast<std::uint32_t>(v));
+    return add(std::move(b));
+  }
+
+  int size() const noexcept { return static_cast<int>(values_.size()); }
+  const char* const* values() {
+    ptrs_.clear();
+    for (auto& v : values_) ptrs_.push_back(v.data());
+    return ptrs_.data();
+  }
+  const int* lengths() {
+    lengths_.clear();
+    for (auto& v : values_) lengths_.push_back(static_cast<int>(v.size()));
+    return lengths_.data();
+  }
+  const int* formats() {
+    formats_.assign(values_.size(), 1);
+    return formats_.data();
+  }
+
+private:
+  params& add(std::string v) {
+    values_.push_back(std::move(v));
+    return *this;
+  }
+  std::vector<std::string> values_;
+  std::vector<const char*> ptrs_;
+  std::vector<int> lengths_, formats_;
+};
+
+struct result_deleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+
+/// A statement's result (binary columns).
+class result {
+public:
+  result() = default;
+  explicit result(PGresult* r) : r_(r) {}
+
+  bool ok() const noexcept {
+    const auto s = r_ ? PQresultStatus(r_.get()) : PGRES_FATAL_ERROR;
+    return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+  }
+  /// The SQLSTATE of a failed statement ("" if none was reported).
+  std::string sqlstate() const {
+    const char* s = r_ ? PQresultErrorField(r_.get(), PG_DIAG_SQLSTATE) : nullptr;
+    return s ? s : "";
+  }
+  std::string message() const {
+    const char* m = r_ ? PQresultErrorMessage(r_.get()) : nullptr;
+    std::string s = m && *m ? m : "no result (connection lost)";
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+  int rows() const noexcept { return r_ ? PQntuples(r_.get()) : 0; }
+  /// Rows a command changed (`INSERT`, `UPDATE`, `DELETE`).
+  long affected() const noexcept {
+    const char* n = r_ ? PQcmdTuples(r_.get()) : nullptr;
+    return n && *n ? std::strtol(n, nullptr, 10) : 0;
+  }
+  bool null(int row, int col) const noexcept { return PQgetisnull(r_.get(), row, col) != 0; }
+  std::string_view bytes(int row, int col) const noexcept {
+    return {PQgetvalue(r_.get(), row, col), static_cast<std::size_t>(PQgetlength(r_.get(), row, col))};
+  }
+  std::int64_t i64(int row, int col) const noexcept {
+    return static_cast<std::int64_t>(troupe::detail::get_be(bytes(row, col), 0, 8));
+  }
+  std::int32_t i32(int row, int col) const noexcept {
+    return static_cast<std::int32_t>(troupe::detail::get_be(bytes(row, col), 0, 4));
+  }
+
+private:
+  std::unique_ptr<PGresult, result_deleter> r_;
+};
+
+/// The persistence code of a failed statement: a full disk, a unique key
+/// taken, or a storage failure (what the server said is in `message`).
+inline std::error_code code_of(const result& r) {
+  const auto s = r.sqlstate();
+  if (s == "53100") return errc::storage_full;  // disk_full
+  if (s == "23505") return errc::key_exists;    // unique_violation (the caller may say more)
+  return errc::storage_failure;
+}
+
+/// One connection. Not thread-safe: one user at a time.
+class connection {
+public:
+  /// Connects with `conninfo` (libpq's keywords or a URI) and sets the
+  /// session up: `search_path` to `schema`, and `synchronous_commit` off
+  /// unless `sync`. Throws `troupe::error` (`storage_failure`) naming the
+  /// server's message.
+  connection(std::string conninfo, std::string schema, bool sync)
+      : conninfo_(std::move(conninfo)), schema_(std::move(schema)), sync_(sync) {
+    open();
+  }
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection() {
+    if (c_) PQfinish(c_);
+  }
+
+  /// Runs `sql` (one or more statements, no parameters).
+  result exec(const std::string& sql) {
+    ensure();
+    return result(PQexec(c_, sql.c_str()));
+  }
+
+  /// Runs one statement with binary parameters and results.
+  result exec(const std::string& sql, params& p) {
+    ensure();
+    return result(PQexecParams(c_, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 1));
+  }
+
+  /// Runs the statement prepared under `name` (prepared from `sql` on
+  /// first use on this connection).
+  result run(const std::string& name, const std::string& sql, params& p) {
+    ensure();
+    if (!prepared_.contains(name)) {
+      result r(PQprepare(c_, name.c_str(), sql.c_str(), p.size(), nullptr));
+      if (!r.ok()) return r;
+      prepared_.insert(name);
+    }
+    return result(PQexecPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1));
+  }
+
+  bool broken() const noexcept { return !c_ || PQstatus(c_) != CONNECTION_OK; }
+
+  /// The identifier `s` quoted for SQL.
+  std::string identifier(std::string_view s) {
+    ensure();
+    char* q = PQescapeIdentifier(c_, s.data(), s.size());
+    if (!q) throw error(errc::storage_failure, std::string("PostgreSQL: ") + PQerrorMessage(c_));
+    std::string out(q);
+    PQfreemem(q);
+    return out;
+  }
+
+private:
+  void open() {
+    c_ = PQconnectdb(conninfo_.c_str());
+    if (!c_ || PQstatus(c_) != CONNECTION_OK) {
+      std::string m = c_ ? PQerrorMessage(c_) : "out of memory";
+      if (c_) PQfinish(c_);
+      c_ = nullptr;
+      while (!m.empty() && m.back() == '\n') m.pop_back();
+      throw error(errc::storage_failure, "connecting to PostgreSQL: " + m);
+    }
+    prepared_.clear();
+    std::string setup = "SET client_min_messages = warning; SET search_path = " + identifier(schema_) + ";";
+    if (!sync_) setup += " SET synchronous_commit = off;";
+    result r(PQexec(c_, setup.c_str()));
+    if (!r.ok()) throw error(errc::storage_failure, "setting up a PostgreSQL session: " + r.message());
+  }
+
+  /// A connection the server or the network dropped is opened again before
+  /// its next statement (what was in flight failed with it).
+  void ensure() {
+    if (!broken()) return;
+    if (c_) PQfinish(c_);
+    c_ = nullptr;
+    open();
+  }
+
+  std::string conninfo_, schema_;
+  bool sync_;
+  PGconn* c_ = nullptr;
+  std::set<std::string> prepared_;
+};
+
+} // namespace troupe::persistence::detail::pg

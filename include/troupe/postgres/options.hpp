@@ -1,0 +1,32 @@
+#pragma once
+
+/// \file
+/// `troupe::persistence::postgres_options`: the settings of a `postgres_store`.
+
+#include <troupe/persistence/records.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace troupe::persistence {
+
+struct postgres_options {
+  /// libpq's connection string (`host=... port=... dbname=... user=...`,
+  /// or a `postgresql://` URI); empty: libpq's environment (`PGHOST`, ...).
+  std::string conninfo;
+  /// The schema that holds the store's tables (created on first open):
+  /// several stores share one database under different schemas.
+  std::string schema = "troupe";
+  /// `sync`: a write is acknowledged once its commit is durable on the
+  /// server (`synchronous_commit` on); `async` and `none`: once the server
+  /// has it (`synchronous_commit` off: a server crash may lose the last
+  /// commits, never half of one).
+  persistence::durability durability = persistence::durability::sync;
+  /// This store's name in the claims of persistence IDs (`troupe_ids.owner`),
+  /// for operators; empty: the host name, the process ID and a random part.
+  std::string owner;
+  /// The most writes one commit carries (the writer groups what is queued).
+  std::size_t max_group = 256;
+};
+
+} // namespace troupe::persistence

@@ -1,0 +1,792 @@
+#pragma once
+
+/// \file
+/// `troupe::persistence::postgres_store`: the journal, the snapshot store
+/// and the tables of the layers above, in PostgreSQL, shared by several
+/// processes. Each persistence ID has one writer at a time: a store claims
+/// an ID (`claim`, or implicitly with its first events) and every later
+/// write of it checks the claim in its own transaction, so a store whose
+/// claim a newer one replaced gets `errc::fenced` and commits nothing.
+/// One writer thread groups the writes that queue while a commit is under
+/// way into the next commit (each write atomic on its own, inside a
+/// savepoint). The schema is in docs/storage.md.
+
+#include <troupe/error.hpp>
+#include <troupe/persistence/error.hpp>
+#include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/codec.hpp>
+#include <troupe/persistence/detail/live_ids.hpp>
+#include <troupe/persistence/detail/table_registry.hpp>
+#include <troupe/postgres/options.hpp>
+#include <troupe/postgres/detail/connection.hpp>
+#include <troupe/detail/clock.hpp>
+#include <troupe/detail/stored_handler.hpp>
+#include <troupe/detail/unique_function.hpp>
+
+#include <asio/async_result.hpp>
+
+#include <unistd.h>
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace troupe::persistence {
+
+class postgres_store {
+public:
+  /// The version of the schema this store writes (`troupe_meta`).
+  static constexpr int schema_version = 1;
+
+  /// Connects, and creates the schema and its tables where they do not
+  /// exist yet. Throws `troupe::error` (`storage_failure`, naming the
+  /// server's message) when it cannot, and `store_format_too_new` for a
+  /// schema a newer troupe wrote.
+  explicit postgres_store(postgres_options o)
+      : options_(std::move(o)), owner_(options_.owner.empty() ? default_owner() : options_.owner),
+        reader_(options_.conninfo, options_.schema, sync()), writer_conn_(options_.conninfo, options_.schema, sync()) {
+    create_schema();
+    writer_ = std::thread([this] { run_writer(); });
+  }
+
+  postgres_store(const postgres_store&) = delete;
+  postgres_store& operator=(const postgres_store&) = delete;
+
+  /// Completes what is queued, then closes the connections.
+  ~postgres_store() {
+    {
+      std::lock_guard g(queue_mutex_);
+      stopping_ = true;
+    }
+    queue_changed_.notify_all();
+    writer_.join();
+  }
+
+  /// Drops `schema` and everything in it (for tests and tools).
+  static void drop_schema(const std::string& conninfo, const std::string& schema) {
+    detail::pg::connection c(conninfo, schema, true);
+    auto r = c.exec("DROP SCHEMA IF EXISTS " + c.identifier(schema) + " CASCADE");
+    if (!r.ok()) throw error(errc::storage_failure, "dropping schema " + schema + ": " + r.message());
+  }
+
+  /// The persistence IDs its live actors hold (one actor per ID).
+  detail::live_ids& live_ids() noexcept { return live_ids_; }
+
+  /// This store's name in its claims.
+  const std::string& owner() const noexcept { return owner_; }
+
+  // -- claims -------------------------------------------------------------------
+
+  /// Claims `pid` for this store: from now on only this store's writes of
+  /// it commit (another store's get `errc::fenced`) until another store
+  /// claims it. A recovering actor's store claims before it reads, so that
+  /// nothing the previous writer commits later can be missed.
+  std::error_code claim(std::string_view pid) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    std::lock_guard g(reader_mutex_);
+    return guarded(reader_, [&](auto& c) -> std::error_code {
+      detail::pg::params p;
+      p.bytes(pid).i64(enc(0)).text(owner_);
+      auto r = c.run("claim", claim_sql, p);
+      if (!r.ok()) return fail(r, "claiming " + std::string(pid));
+      std::lock_guard h(held_mutex_);
+      held_[std::string(pid)] = r.i64(0, 0);
+      return {};
+    });
+  }
+
+  /// The epoch of this store's claim of `pid` (0: it holds none).
+  std::int64_t epoch(std::string_view pid) const {
+    std::lock_guard h(held_mutex_);
+    auto it = held_.find(pid);
+    return it == held_.end() ? 0 : it->second;
+  }
+
+  // -- tables -----------------------------------------------------------------
+
+  /// The table named `name`, created on first use (a SQL table of its own).
+  /// Throws `invalid_argument` for an empty name, `storage_failure` when
+  /// the server refuses.
+  table open_table(std::string_view name) {
+    std::lock_guard g(tables_mutex_);
+    if (auto t = tables_.find(name)) return *t;
+    const auto id = table_id(name, /*create=*/true);
+    auto t = tables_.add(name);
+    sql_names_[detail::table_registry::slot_of(t)] = "troupe_t" + std::to_string(*id);
+    return t;
+  }
+
+  /// The table named `name` if it exists in the database, without creating it.
+  std::optional<table> find_table(std::string_view name) {
+    std::lock_guard g(tables_mutex_);
+    if (auto t = tables_.find(name)) return t;
+    const auto id = table_id(name, /*create=*/false);
+    if (!id) return std::nullopt;
+    auto t = tables_.add(name);
+    sql_names_[detail::table_registry::slot_of(t)] = "troupe_t" + std::to_string(*id);
+    return t;
+  }
+
+  /// Values of `t` whose time `f` gives has passed are deleted by
+  /// `drop_expired`.
+  void set_expiry(table t, expiry_fn f) {
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return;
+    std::lock_guard g(expiry_mutex_);
+    expiry_[slot] = std::move(f);
+  }
+
+  std::int64_t expired_through() const noexcept {
+    std::lock_guard g(expiry_mutex_);
+    return expired_through_;
+  }
+
+  /// Deletes the values of `t` that have expired by now. Blocking.
+  std::error_code drop_expired(table t) {
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
+    expiry_fn f;
+    {
+      std::lock_guard g(expiry_mutex_);
+      f = expiry_[slot];
+    }
+    if (!f) return {};
+    const auto now = troupe::detail::now_ms();
+    std::vector<std::string> gone;
+    if (auto ec = scan(t, {}, [&](std::string_view k, std::string_view v) {
+          const auto e = f(k, v);
+          if (e && *e <= now) gone.emplace_back(k);
+          return true;
+        }))
+      return ec;
+    std::lock_guard g(reader_mutex_);
+    if (auto ec = guarded(reader_, [&](auto& c) -> std::error_code {
+          const auto& n = sql_names_[slot];
+          for (auto& k : gone) {
+            detail::pg::params p;
+            p.bytes(k);
+            auto r = c.run("del_" + n, "DELETE FROM " + n + " WHERE key = $1", p);
+            if (!r.ok()) return fail(r, "deleting expired values");
+          }
+          return {};
+        }))
+      return ec;
+    std::lock_guard e(expiry_mutex_);
+    expired_through_ = std::max(expired_through_, now);
+    return {};
+  }
+
+  // -- journal ----------------------------------------------------------------
+
+  /// Appends `events` and applies `tables`, atomically, then calls
+  /// `done(error_code)` on the writer thread. Sequence numbers must
+  /// continue the ID's highest one without a gap (`sequence_mismatch`); a
+  /// write of an ID another store claimed later fails with `fenced`.
+  void submit(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
+              troupe::detail::unique_function<void(std::error_code)> done) {
+    if (auto ec = validate(pid, events, tables)) return done(ec);
+    {
+      std::lock_guard g(queue_mutex_);
+      if (!stopping_) {
+        queue_.push_back(pending{std::move(pid), std::move(events), std::move(tables), std::move(done)});
+        queue_changed_.notify_one();
+        return;
+      }
+    }
+    done(errc::storage_failure);
+  }
+
+  /// `submit`, waiting for its outcome.
+  std::error_code write(std::string_view pid, const std::vector<event_record>& events,
+                        const std::vector<table_write>& tables = {}) {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<std::error_code> out;
+    submit(std::string(pid), events, tables, [&](std::error_code ec) {
+      std::lock_guard g(m);
+      out = ec;
+      cv.notify_one();
+    });
+    std::unique_lock l(m);
+    cv.wait(l, [&] { return out.has_value(); });
+    return *out;
+  }
+
+  /// As `write`, completing with `void(std::error_code)` on the handler's
+  /// executor.
+  template <class Token>
+  auto async_write(std::string pid, std::vector<event_record> events, Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this](auto handler, std::string pid, std::vector<event_record> events) {
+          troupe::detail::stored_handler<decltype(handler)> h(std::move(handler));
+          submit(std::move(pid), std::move(events), {},
+                 [h = std::move(h)](std::error_code ec) mutable { h.post(ec); });
+        },
+        token, std::move(pid), std::move(events));
+  }
+
+  /// The value of `key` in table `t` (empty if none).
+  std::error_code get(table t, std::string_view key, std::optional<std::string>& out) {
+    out.reset();
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
+    std::lock_guard g(reader_mutex_);
+    return guarded(reader_, [&](auto& c) -> std::error_code {
+      const auto& n = sql_names_[slot];
+      detail::pg::params p;
+      p.bytes(key);
+      auto r = c.run("get_" + n, "SELECT value FROM " + n + " WHERE key = $1", p);
+      if (!r.ok()) return fail(r, "reading a table");
+      if (r.rows() == 1) out = std::string(r.bytes(0, 0));
+      return {};
+    });
+  }
+
+  /// Calls `f(key, value)` for the keys of table `t` that start with
+  /// `prefix`, in key order, until it returns false.
+  template <class F>
+  std::error_code scan(table t, std::string_view prefix, F&& f) {
+    return scan_from(t, prefix, prefix, std::forward<F>(f));
+  }
+
+  /// As `scan`, from the first key at or after `from`. Reads in pages, and
+  /// calls `f` between them without holding the connection (it may use
+  /// the store).
+  template <class F>
+  std::error_code scan_from(table t, std::string_view prefix, std::string_view from, F&& f) {
+    const auto slot = tables_.slot(t);
+    if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
+    const auto& n = sql_names_[slot];
+    std::string at(std::max(prefix, from));
+    bool first = true;
+    for (;;) {
+      std::vector<std::pair<std::string, std::string>> page;
+      {
+        std::lock_guard g(reader_mutex_);
+        if (auto ec = guarded(reader_, [&](auto& c) -> std::error_code {
+              detail::pg::params p;
+              p.bytes(at).i64(page_size);
+              auto r = first ? c.run("scan0_" + n,
+                                     "SELECT key, value FROM " + n + " WHERE key >= $1 ORDER BY key LIMIT $2", p)
+                             : c.run("scan_" + n,
+                                     "SELECT key, value FROM " + n + " WHERE key > $1 ORDER BY key LIMIT $2", p);
+              if (!r.ok()) return fail(r, "scanning a table");
+              for (int i = 0; i < r.rows(); ++i) page.emplace_back(r.bytes(i, 0), r.bytes(i, 1));
+              return {};
+            }))
+          return ec;
+      }
+      first = false;
+      for (auto& [k, v] : page) {
+        if (!k.starts_with(prefix)) return {};
+        if (!f(std::string_view(k), std::string_view(v))) return {};
+      }
+      if (page.size() < static_cast<std::size_t>(page_size)) return {};
+      at = page.back().first;
+    }
+  }
+
+  /// Calls `f(const event_record&)` for the events with `from <= seq <= to`,
+  /// in order, at most `max` of them.
+  template <class F>
+  std::error_code replay(std::string_view pid, sequence_nr from, sequence_nr to, std::uint64_t max, F&& f) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    std::uint64_t passed = 0;
+    while (from <= to && passed < max) {
+      std::vector<event_record> page;
+      {
+        std::lock_guard g(reader_mutex_);
+        if (auto ec = guarded(reader_, [&](auto& c) -> std::error_code {
+              detail::pg::params p;
+              const auto limit = std::min<std::uint64_t>(page_size, max - passed);
+              p.bytes(pid).i64(enc(from)).i64(enc(to)).i64(static_cast<std::int64_t>(limit));
+              auto r = c.run("replay", replay_sql, p);
+              if (!r.ok()) return fail(r, "replaying " + std::string(pid));
+              for (int i = 0; i < r.rows(); ++i) {
+                event_record e;
+                e.seq = dec(r.i64(i, 0));
+                e.manifest = r.bytes(i, 1);
+                e.version = static_cast<std::uint32_t>(r.i32(i, 2));
+                e.payload = r.bytes(i, 3);
+                if (!detail::decode_entries(r.bytes(i, 4), e.metadata)) return errc::corrupt_record;
+                e.metadata.written_ms = r.i64(i, 5);
+                page.push_back(std::move(e));
+              }
+              return {};
+            }))
+          return ec;
+      }
+      if (page.empty()) break;
+      for (auto& e : page) f(e);
+      passed += page.size();
+      if (page.back().seq == max_sequence_nr) break;
+      from = page.back().seq + 1;
+    }
+    return {};
+  }
+
+  /// The highest sequence number ever written for `pid` (0 if none); it
+  /// never decreases, also when events are deleted. Throws
+  /// `invalid_argument` for an invalid ID, `storage_failure` when the
+  /// server cannot answer.
+  sequence_nr highest_sequence_nr(std::string_view pid) {
+    detail::check_pid(pid);
+    std::lock_guard g(reader_mutex_);
+    sequence_nr out = 0;
+    auto ec = guarded(reader_, [&](auto& c) -> std::error_code {
+      detail::pg::params p;
+      p.bytes(pid);
+      auto r = c.run("highest", "SELECT highest FROM troupe_ids WHERE persistence_id = $1", p);
+      if (!r.ok()) return fail(r, "reading the highest sequence number of " + std::string(pid));
+      if (r.rows() == 1) out = dec(r.i64(0, 0));
+      return {};
+    });
+    if (ec) throw error(ec, last_failure());
+    return out;
+  }
+
+  /// Deletes the events with `seq <= to`.
+  std::error_code delete_up_to(std::string_view pid, sequence_nr to) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    std::lock_guard g(reader_mutex_);
+    return guarded(reader_, [&](auto& c) -> std::error_code {
+      detail::pg::params p;
+      p.bytes(pid).i64(enc(to));
+      auto r = c.run("delete_events", "DELETE FROM troupe_journal WHERE persistence_id = $1 AND seq_nr <= $2", p);
+      return r.ok() ? std::error_code{} : fail(r, "deleting events of " + std::string(pid));
+    });
+  }
+
+  // -- snapshots --------------------------------------------------------------
+
+  /// Saves a snapshot; one at the same sequence number is overwritten.
+  std::error_code save_snapshot(std::string_view pid, const snapshot_record& s) {
+    if (!detail::valid_pid(pid) || !detail::valid_metadata(s.metadata)) return troupe::errc::invalid_argument;
+    std::lock_guard g(reader_mutex_);
+    return guarded(reader_, [&](auto& c) -> std::error_code {
+      detail::pg::params p;
+      p.bytes(pid)
+          .i64(enc(s.seq))
+          .i64(s.timestamp_ms)
+          .i32(static_cast<std::int32_t>(s.version))
+          .bytes(s.payload)
+          .bytes(detail::encode_entries(s.metadata))
+          .i64(s.metadata.written_ms == 0 ? troupe::detail::now_ms() : s.metadata.written_ms);
+      auto r = c.run("save_snapshot",
+                     "INSERT INTO troupe_snapshots VALUES ($1, $2, $3, $4, $5, $6, $7) "
+                     "ON CONFLICT (persistence_id, seq_nr) DO UPDATE SET timestamp_ms = EXCLUDED.timestamp_ms, "
+                     "version = EXCLUDED.version, payload = EXCLUDED.payload, entries = EXCLUDED.entries, "
+                     "written_ms = EXCLUDED.written_ms",
+                     p);
+      return r.ok() ? std::error_code{} : fail(r, "saving a snapshot of " + std::string(pid));
+    });
+  }
+
+  /// The latest snapshot matching `c`, if any.
+  std::error_code load_snapshot(std::string_view pid, const snapshot_criteria& c, std::optional<snapshot_record>& out) {
+    out.reset();
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    std::lock_guard g(reader_mutex_);
+    return guarded(reader_, [&](auto& conn) -> std::error_code {
+      auto p = criteria(pid, c);
+      auto r = conn.run("load_snapshot",
+                        "SELECT seq_nr, timestamp_ms, version, payload, entries, written_ms FROM troupe_snapshots "
+                        "WHERE persistence_id = $1 AND seq_nr BETWEEN $2 AND $3 AND timestamp_ms BETWEEN $4 AND $5 "
+                        "ORDER BY seq_nr DESC LIMIT 1",
+                        p);
+      if (!r.ok()) return fail(r, "loading a snapshot of " + std::string(pid));
+      if (r.rows() == 0) return {};
+      snapshot_record s;
+      s.seq = dec(r.i64(0, 0));
+      s.timestamp_ms = r.i64(0, 1);
+      s.version = static_cast<std::uint32_t>(r.i32(0, 2));
+      s.payload = r.bytes(0, 3);
+      if (!detail::decode_entries(r.bytes(0, 4), s.metadata)) return errc::corrupt_record;
+      s.metadata.written_ms = r.i64(0, 5);
+      out = std::move(s);
+      return {};
+    });
+  }
+
+  std::error_code delete_snapshot(std::string_view pid, sequence_nr seq) {
+    return delete_snapshots(pid, snapshot_criteria{.max_seq = seq, .min_seq = seq});
+  }
+
+  std::error_code delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
+    if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    std::lock_guard g(reader_mutex_);
+    return guarded(reader_, [&](auto& conn) -> std::error_code {
+      auto p = criteria(pid, c);
+      auto r = conn.run("delete_snapshots",
+                        "DELETE FROM troupe_snapshots WHERE persistence_id = $1 AND seq_nr BETWEEN $2 AND $3 "
+                        "AND timestamp_ms BETWEEN $4 AND $5",
+                        p);
+      return r.ok() ? std::error_code{} : fail(r, "deleting snapshots of " + std::string(pid));
+    });
+  }
+
+  /// What the server said at the last failure (empty if none).
+  std::string last_failure() const {
+    std::lock_guard g(failure_mutex_);
+    return last_failure_;
+  }
+
+  /// Commits so far, and the writes they carried (group commit's measure).
+  struct writer_counts {
+    std::uint64_t commits = 0;
+    std::uint64_t writes = 0;
+  };
+  writer_counts counts() const {
+    std::lock_guard g(queue_mutex_);
+    return counts_;
+  }
+
+private:
+  struct pending {
+    std::string pid;
+    std::vector<event_record> events;
+    std::vector<table_write> tables;
+    troupe::detail::unique_function<void(std::error_code)> done;
+    std::error_code result{};
+    std::int64_t claimed = 0; // the epoch this write's claim took, if it claimed
+  };
+
+  static constexpr int page_size = 256;
+
+  // Sequence numbers are unsigned 64-bit; PostgreSQL's bigint is signed:
+  // flipping the top bit keeps their order.
+  static std::int64_t enc(sequence_nr s) noexcept { return static_cast<std::int64_t>(s ^ (1ULL << 63)); }
+  static sequence_nr dec(std::int64_t v) noexcept { return static_cast<sequence_nr>(v) ^ (1ULL << 63); }
+
+  static constexpr const char* claim_sql =
+      "INSERT INTO troupe_ids (persistence_id, highest, epoch, owner) VALUES ($1, $2, 1, $3) "
+      "ON CONFLICT (persistence_id) DO UPDATE SET epoch = troupe_ids.epoch + 1, owner = EXCLUDED.owner "
+      "RETURNING epoch";
+  static constexpr const char* replay_sql =
+      "SELECT seq_nr, manifest, version, payload, entries, written_ms FROM troupe_journal "
+      "WHERE persistence_id = $1 AND seq_nr BETWEEN $2 AND $3 ORDER BY seq_nr LIMIT $4";
+
+  bool sync() const noexcept { return options_.durability == durability::sync; }
+
+  static std::string default_owner() {
+    char host[256] = {};
+    (void)::gethostname(host, sizeof host - 1);
+    std::random_device rd;
+    const auto r = (std::uint64_t{rd()} << 32) | rd();
+    char tail[32];
+    std::snprintf(tail, sizeof tail, "%016llx", static_cast<unsigned long long>(r));
+    return std::string(host) + ":" + std::to_string(::getpid()) + ":" + tail;
+  }
+
+  std::error_code fail(const detail::pg::result& r, const std::string& what) const {
+    std::lock_guard g(failure_mutex_);
+    last_failure_ = what + ": " + r.message();
+    return detail::pg::code_of(r);
+  }
+
+  /// Runs `f(connection)`, turning a lost connection that cannot be opened
+  /// again (thrown) into `storage_failure`.
+  template <class F>
+  std::error_code guarded(detail::pg::connection& c, F&& f) const {
+    try {
+      return f(c);
+    } catch (const std::exception& e) {
+      std::lock_guard g(failure_mutex_);
+      last_failure_ = e.what();
+      return errc::storage_failure;
+    }
+  }
+
+  detail::pg::params criteria(std::string_view pid, const snapshot_criteria& c) const {
+    detail::pg::params p;
+    p.bytes(pid).i64(enc(c.min_seq)).i64(enc(c.max_seq)).i64(c.min_timestamp_ms).i64(c.max_timestamp_ms);
+    return p;
+  }
+
+  void create_schema() {
+    std::lock_guard g(reader_mutex_);
+    auto& c = reader_;
+    const auto schema = c.identifier(options_.schema);
+    // One process creates at a time (CREATE ... IF NOT EXISTS races with
+    // itself on the catalog).
+    const std::string sql =
+        "BEGIN; SELECT pg_advisory_xact_lock(7404171);"
+        "CREATE SCHEMA IF NOT EXISTS " + schema + ";"
+        "CREATE TABLE IF NOT EXISTS troupe_meta (key text PRIMARY KEY, value text NOT NULL);"
+        "INSERT INTO troupe_meta VALUES ('schema_version', '" + std::to_string(schema_version) + "') "
+        "ON CONFLICT (key) DO NOTHING;"
+        "CREATE TABLE IF NOT EXISTS troupe_ids (persistence_id bytea PRIMARY KEY, highest bigint NOT NULL, "
+        "epoch bigint NOT NULL, owner text NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS troupe_journal (persistence_id bytea NOT NULL, seq_nr bigint NOT NULL, "
+        "manifest bytea NOT NULL, version integer NOT NULL, payload bytea NOT NULL, entries bytea NOT NULL, "
+        "written_ms bigint NOT NULL, PRIMARY KEY (persistence_id, seq_nr));"
+        "CREATE TABLE IF NOT EXISTS troupe_snapshots (persistence_id bytea NOT NULL, seq_nr bigint NOT NULL, "
+        "timestamp_ms bigint NOT NULL, version integer NOT NULL, payload bytea NOT NULL, entries bytea NOT NULL, "
+        "written_ms bigint NOT NULL, PRIMARY KEY (persistence_id, seq_nr));"
+        "CREATE TABLE IF NOT EXISTS troupe_tables (name bytea PRIMARY KEY, id serial UNIQUE);"
+        "COMMIT;";
+    auto r = c.exec(sql);
+    if (!r.ok()) {
+      (void)c.exec("ROLLBACK");
+      throw error(errc::storage_failure, "creating the PostgreSQL schema " + options_.schema + ": " + r.message());
+    }
+    auto v = c.exec("SELECT value FROM troupe_meta WHERE key = 'schema_version'");
+    if (!v.ok() || v.rows() != 1) throw error(errc::storage_failure, "reading the schema version: " + v.message());
+    const auto version = std::stoi(std::string(v.bytes(0, 0)));
+    if (version > schema_version)
+      throw error(errc::store_format_too_new, "schema " + options_.schema + " has version " + std::to_string(version) +
+                                                  "; this troupe reads up to " + std::to_string(schema_version));
+  }
+
+  /// The number of table `name`'s SQL table; created (with the table) if
+  /// `create`, else none when it does not exist.
+  std::optional<std::int32_t> table_id(std::string_view name, bool create) {
+    if (name.empty()) throw error(troupe::errc::invalid_argument, "a table name must not be empty");
+    std::lock_guard g(reader_mutex_);
+    auto& c = reader_;
+    detail::pg::params p;
+    p.bytes(name);
+    auto r = c.exec("SELECT id FROM troupe_tables WHERE name = $1", p);
+    if (!r.ok()) throw error(errc::storage_failure, "reading the table list: " + r.message());
+    if (r.rows() == 1) return r.i32(0, 0);
+    if (!create) return std::nullopt;
+    auto b = c.exec("BEGIN; SELECT pg_advisory_xact_lock(7404171)");
+    if (!b.ok()) throw error(errc::storage_failure, "creating table " + std::string(name) + ": " + b.message());
+    detail::pg::params q;
+    q.bytes(name);
+    auto ins = c.exec(
+        "WITH n AS (INSERT INTO troupe_tables (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id) "
+        "SELECT id FROM n UNION ALL SELECT id FROM troupe_tables WHERE name = $1",
+        q);
+    if (!ins.ok() || ins.rows() < 1) {
+      (void)c.exec("ROLLBACK");
+      throw error(errc::storage_failure, "creating table " + std::string(name) + ": " + ins.message());
+    }
+    const auto id = ins.i32(0, 0);
+    auto t = c.exec("CREATE TABLE IF NOT EXISTS troupe_t" + std::to_string(id) +
+                    " (key bytea PRIMARY KEY, value bytea NOT NULL); COMMIT");
+    if (!t.ok()) {
+      (void)c.exec("ROLLBACK");
+      throw error(errc::storage_failure, "creating table " + std::string(name) + ": " + t.message());
+    }
+    return id;
+  }
+
+  std::error_code validate(std::string_view pid, const std::vector<event_record>& events,
+                           const std::vector<table_write>& tables) const {
+    if (!events.empty() && !detail::valid_pid(pid)) return troupe::errc::invalid_argument;
+    for (auto& e : events)
+      if (e.manifest.size() > detail::max_manifest || !detail::valid_metadata(e.metadata))
+        return troupe::errc::invalid_argument;
+    for (std::size_t i = 1; i < events.size(); ++i)
+      if (events[i].seq != events[0].seq + i) return errc::sequence_mismatch;
+    if (!events.empty() && (events[0].seq == 0 || events.back().seq < events[0].seq)) return errc::sequence_mismatch;
+    for (auto& w : tables)
+      if (tables_.slot(w.table) == detail::table_registry::capacity) return troupe::errc::invalid_argument;
+    return {};
+  }
+
+  // -- the writer thread --------------------------------------------------------
+
+  void run_writer() {
+    std::vector<pending> group;
+    for (;;) {
+      {
+        std::unique_lock l(queue_mutex_);
+        queue_changed_.wait(l, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return; // stopping, and nothing left
+        while (!queue_.empty() && group.size() < options_.max_group) {
+          group.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+      commit(group);
+      {
+        std::lock_guard g(queue_mutex_);
+        ++counts_.commits;
+        counts_.writes += group.size();
+      }
+      for (auto& w : group) w.done(w.result);
+      group.clear();
+    }
+  }
+
+  /// One transaction for the group, a savepoint per write: a write that
+  /// fails is rolled back alone; the commit acknowledges the others.
+  void commit(std::vector<pending>& group) {
+    auto& c = writer_conn_;
+    const bool alone = group.size() == 1;
+    auto ec = guarded(c, [&](auto& conn) -> std::error_code {
+      auto b = conn.exec("BEGIN");
+      if (!b.ok()) return fail(b, "beginning a transaction");
+      for (auto& w : group) {
+        if (!alone) {
+          auto s = conn.exec("SAVEPOINT w");
+          if (!s.ok()) return fail(s, "a savepoint");
+        }
+        w.result = apply(conn, w);
+        if (alone) continue;
+        auto e = conn.exec(w.result ? "ROLLBACK TO SAVEPOINT w" : "RELEASE SAVEPOINT w");
+        if (!e.ok()) return fail(e, "ending a savepoint");
+      }
+      if (alone && group[0].result) {
+        (void)conn.exec("ROLLBACK");
+        return {};
+      }
+      auto e = conn.exec("COMMIT");
+      if (!e.ok()) return fail(e, "committing");
+      return {};
+    });
+    if (ec) {
+      // Nothing of the group is known to be committed (a commit whose
+      // answer was lost may still have been): each write fails.
+      try {
+        if (!c.broken()) (void)c.exec("ROLLBACK");
+      } catch (...) {
+      }
+      for (auto& w : group)
+        if (!w.result) w.result = ec;
+      return;
+    }
+    std::lock_guard h(held_mutex_);
+    for (auto& w : group)
+      if (!w.result && w.claimed) held_[w.pid] = w.claimed;
+  }
+
+  /// One write's statements, in the open transaction.
+  std::error_code apply(detail::pg::connection& c, pending& w) {
+    std::int64_t held = 0;
+    if (!w.pid.empty()) {
+      std::lock_guard h(held_mutex_);
+      if (auto it = held_.find(w.pid); it != held_.end()) held = it->second;
+    }
+    if (!w.events.empty()) {
+      const auto first = w.events.front().seq;
+      const auto last = w.events.back().seq;
+      detail::pg::result r;
+      if (held) {
+        detail::pg::params p;
+        p.bytes(w.pid).i64(enc(last)).i64(held).i64(enc(first - 1));
+        r = c.run("advance",
+                  "UPDATE troupe_ids SET highest = $2 WHERE persistence_id = $1 AND epoch = $3 AND highest = $4", p);
+        if (!r.ok()) return fail(r, "writing " + w.pid);
+        if (r.affected() != 1) return why_not(c, w.pid, held);
+      } else {
+        // Its first write here claims the ID, if it continues the ID's events.
+        detail::pg::params p;
+        p.bytes(w.pid).i64(enc(last)).text(owner_).i64(enc(first - 1));
+        if (first == 1)
+          r = c.run("claim_first",
+                    "INSERT INTO troupe_ids AS i (persistence_id, highest, epoch, owner) VALUES ($1, $2, 1, $3) "
+                    "ON CONFLICT (persistence_id) DO UPDATE SET epoch = i.epoch + 1, owner = EXCLUDED.owner, "
+                    "highest = EXCLUDED.highest WHERE i.highest = $4 RETURNING epoch",
+                    p);
+        else
+          r = c.run("claim_next",
+                    "UPDATE troupe_ids SET epoch = epoch + 1, owner = $3, highest = $2 "
+                    "WHERE persistence_id = $1 AND highest = $4 RETURNING epoch",
+                    p);
+        if (!r.ok()) return fail(r, "writing " + w.pid);
+        if (r.rows() != 1) return errc::sequence_mismatch; // no row and not the first event, or another highest
+        w.claimed = r.i64(0, 0);
+      }
+      const auto now = troupe::detail::now_ms();
+      for (auto& e : w.events) {
+        detail::pg::params p;
+        p.bytes(w.pid)
+            .i64(enc(e.seq))
+            .bytes(e.manifest)
+            .i32(static_cast<std::int32_t>(e.version))
+            .bytes(e.payload)
+            .bytes(detail::encode_entries(e.metadata))
+            .i64(e.metadata.written_ms == 0 ? now : e.metadata.written_ms);
+        auto ins = c.run("append", "INSERT INTO troupe_journal VALUES ($1, $2, $3, $4, $5, $6, $7)", p);
+        if (!ins.ok()) {
+          const auto ec = fail(ins, "appending to " + w.pid);
+          return ec == errc::key_exists ? make_error_code(errc::sequence_mismatch) : ec;
+        }
+      }
+    } else if (held) {
+      // Table changes of an ID this store holds: only while it holds it.
+      detail::pg::params p;
+      p.bytes(w.pid).i64(held);
+      auto r = c.run("hold", "SELECT 1 FROM troupe_ids WHERE persistence_id = $1 AND epoch = $2 FOR SHARE", p);
+      if (!r.ok()) return fail(r, "writing for " + w.pid);
+      if (r.rows() != 1) return errc::fenced;
+    }
+    for (auto& t : w.tables) {
+      const auto& n = sql_names_[detail::table_registry::slot_of(t.table)];
+      detail::pg::params p;
+      p.bytes(t.key);
+      detail::pg::result r;
+      if (!t.value) {
+        r = c.run("del_" + n, "DELETE FROM " + n + " WHERE key = $1", p);
+      } else if (t.only_new) {
+        p.bytes(*t.value);
+        r = c.run("new_" + n, "INSERT INTO " + n + " VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", p);
+        if (r.ok() && r.affected() != 1) return errc::key_exists;
+      } else {
+        p.bytes(*t.value);
+        r = c.run("put_" + n,
+                  "INSERT INTO " + n + " VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", p);
+      }
+      if (!r.ok()) return fail(r, "writing a table");
+    }
+    return {};
+  }
+
+  /// Why an update of `pid` under `held` changed nothing: a newer claim
+  /// (fenced), or a sequence number that does not continue.
+  std::error_code why_not(detail::pg::connection& c, const std::string& pid, std::int64_t held) {
+    detail::pg::params p;
+    p.bytes(pid);
+    auto r = c.run("epoch_of", "SELECT epoch FROM troupe_ids WHERE persistence_id = $1", p);
+    if (!r.ok()) return fail(r, "writing " + pid);
+    if (r.rows() == 1 && r.i64(0, 0) != held) return errc::fenced;
+    return errc::sequence_mismatch;
+  }
+
+  postgres_options options_;
+  std::string owner_;
+
+  mutable std::mutex failure_mutex_;
+  mutable std::string last_failure_;
+
+  mutable std::mutex held_mutex_;
+  std::map<std::string, std::int64_t, std::less<>> held_; // the IDs this store claimed, by epoch
+
+  std::mutex tables_mutex_;
+  detail::table_registry tables_;
+  std::array<std::string, detail::table_registry::capacity> sql_names_;
+
+  mutable std::mutex expiry_mutex_;
+  std::array<expiry_fn, detail::table_registry::capacity> expiry_;
+  std::int64_t expired_through_ = std::numeric_limits<std::int64_t>::min();
+
+  detail::live_ids live_ids_;
+
+  std::mutex reader_mutex_;
+  detail::pg::connection reader_;
+  detail::pg::connection writer_conn_;
+
+  mutable std::mutex queue_mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<pending> queue_;
+  bool stopping_ = false;
+  writer_counts counts_;
+  std::thread writer_;
+};
+
+} // namespace troupe::persistence

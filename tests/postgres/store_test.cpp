@@ -1,0 +1,230 @@
+// The PostgreSQL store's own promises: one writer per persistence ID
+// (claims and fencing, also across OS processes), group commit, and errors
+// that name what went wrong.
+#include "support.hpp"
+
+#include <troupe/persistence/journal.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace postgres_store_test {
+
+namespace tp = troupe::persistence;
+
+namespace {
+
+std::vector<tp::event_record> events(tp::sequence_nr first, tp::sequence_nr last, const std::string& payload = "{}") {
+  std::vector<tp::event_record> out;
+  for (auto s = first; s <= last; ++s) out.push_back({s, "m", 1, payload});
+  return out;
+}
+
+std::vector<tp::event_record> replay(tp::postgres_store& s, const std::string& pid) {
+  std::vector<tp::event_record> out;
+  REQUIRE(!s.replay(pid, 1, tp::max_sequence_nr, UINT64_MAX, [&](const tp::event_record& e) { out.push_back(e); }));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a store whose claim a newer store took is fenced: nothing of its writes commits") {
+  test::pg::schema db;
+  tp::postgres_store a(db.options()), b(db.options());
+  auto t = a.open_table("marks");
+  REQUIRE(!a.write("p", events(1, 2)));
+  CHECK(a.epoch("p") == 1); // its first events claimed it
+  REQUIRE(!b.claim("p"));
+  CHECK(b.epoch("p") == 2);
+  // The older claimant: neither events nor table changes for the ID.
+  CHECK(a.write("p", events(3, 3)) == tp::errc::fenced);
+  CHECK(a.write("p", {}, {tp::table_write::put(t, "k", "a")}) == tp::errc::fenced);
+  std::optional<std::string> v;
+  REQUIRE(!a.get(t, "k", v));
+  CHECK_FALSE(v);
+  // Writes for no ID are nobody's.
+  CHECK(!a.write("", {}, {tp::table_write::put(t, "free", "a")}));
+  // The newer one continues where the events end.
+  CHECK(b.highest_sequence_nr("p") == 2);
+  REQUIRE(!b.write("p", events(3, 3)));
+  CHECK(replay(b, "p").size() == 3);
+  // Claiming back: the roles swap.
+  REQUIRE(!a.claim("p"));
+  CHECK(b.write("p", events(4, 4)) == tp::errc::fenced);
+  CHECK(!a.write("p", events(4, 4)));
+}
+
+TEST_CASE("a store's first events of an ID claim it, if they continue its numbers, and fence the store before") {
+  test::pg::schema db;
+  tp::postgres_store a(db.options()), b(db.options());
+  REQUIRE(!a.write("p", events(1, 2)));
+  // A gap or a reuse claims nothing.
+  CHECK(b.write("p", events(4, 4)) == tp::errc::sequence_mismatch);
+  CHECK(b.write("p", events(2, 2)) == tp::errc::sequence_mismatch);
+  CHECK(b.epoch("p") == 0);
+  CHECK(!a.write("p", events(3, 3))); // still a's
+  REQUIRE(!b.write("p", events(4, 5)));
+  CHECK(b.epoch("p") == 2);
+  CHECK(a.write("p", events(6, 6)) == tp::errc::fenced);
+  const auto all = replay(a, "p");
+  REQUIRE(all.size() == 5);
+  for (std::size_t i = 0; i < all.size(); ++i) CHECK(all[i].seq == i + 1);
+}
+
+TEST_CASE("writes queued while a commit is under way go into the next commit, each atomic on its own") {
+  test::pg::schema db;
+  tp::postgres_store s(db.options());
+  auto t = s.open_table("t");
+  constexpr int n = 400;
+  std::vector<std::promise<std::error_code>> done(n);
+  for (int i = 0; i < n; ++i) {
+    // Every tenth write is wrong (its number skips one): it alone fails.
+    const tp::sequence_nr first = i % 10 == 9 ? 2 : 1;
+    s.submit("p-" + std::to_string(i), events(first, first), {tp::table_write::put(t, std::to_string(i), "v")},
+             [&done, i](std::error_code ec) { done[i].set_value(ec); });
+  }
+  int failed = 0;
+  for (int i = 0; i < n; ++i) {
+    const auto ec = done[i].get_future().get();
+    if (i % 10 == 9) {
+      CHECK(ec == tp::errc::sequence_mismatch);
+      ++failed;
+      std::optional<std::string> v;
+      REQUIRE(!s.get(t, std::to_string(i), v));
+      CHECK_FALSE(v); // nothing of the failed write
+    } else {
+      CHECK_FALSE(ec);
+    }
+  }
+  CHECK(failed == n / 10);
+  const auto c = s.counts();
+  INFO(c.commits << " commits for " << c.writes << " writes");
+  CHECK(c.writes == n);
+  CHECK(c.commits < c.writes); // grouped
+}
+
+TEST_CASE("a server that cannot be reached is storage_failure, naming the server's answer") {
+  try {
+    tp::postgres_options o;
+    o.conninfo = "host=127.0.0.1 port=1 connect_timeout=2 dbname=x";
+    tp::postgres_store s(o);
+    FAIL("connected to nothing");
+  } catch (const troupe::error& e) {
+    CHECK(e.code() == tp::errc::storage_failure);
+    CHECK(std::string(e.what()).find("connecting to PostgreSQL") != std::string::npos);
+  }
+}
+
+TEST_CASE("the journal adapter runs a persistent actor's writes through the store's writer") {
+  test::pg::schema db;
+  auto store = std::make_shared<tp::postgres_store>(db.options());
+  auto j = std::make_shared<tp::journal_of<tp::postgres_store>>(store);
+  std::promise<std::error_code> p;
+  j->write("p", events(1, 3), {}, [&](std::error_code ec) { p.set_value(ec); });
+  REQUIRE_FALSE(p.get_future().get());
+  CHECK(j->highest_sequence_nr("p") == 3);
+}
+
+// Several OS processes (fork, each with its own store and connections)
+// take the same persistence ID from each other again and again: each claims,
+// reads the highest number, and appends the next events with its name;
+// one is killed with SIGKILL on the way. Every write a process saw
+// acknowledged is in the journal with its payload, the numbers run without
+// a gap or a repeat, and a write refused as fenced or mismatched left
+// nothing.
+TEST_CASE("several processes claiming one ID in turn: no number twice, no gap, every acknowledged write kept") {
+  test::pg::schema db;
+  const auto seed = std::random_device{}();
+  INFO("seed " << seed);
+  const std::string pid = "contended";
+  {
+    tp::postgres_store s(db.options()); // creates the schema before the children race
+  }
+  constexpr int processes = 4, rounds = 60;
+  char dir_template[] = "/tmp/troupe-pg-XXXXXX";
+  REQUIRE(mkdtemp(dir_template));
+  const std::string dir = dir_template;
+  std::vector<pid_t> children;
+  for (int k = 0; k < processes; ++k) {
+    const pid_t c = fork();
+    REQUIRE(c >= 0);
+    if (c == 0) {
+      int code = 0;
+      try {
+        std::mt19937 rng(seed + k);
+        tp::postgres_store s(db.options());
+        std::ofstream acked(dir + "/acked-" + std::to_string(k));
+        for (int r = 0; r < rounds; ++r) {
+          if (rng() % 2 == 0 && s.claim(pid)) code = 2;
+          const auto next = s.highest_sequence_nr(pid) + 1;
+          const auto n = 1 + rng() % 3;
+          const std::string payload = "{\"by\":" + std::to_string(k) + ",\"round\":" + std::to_string(r) + "}";
+          const auto ec = s.write(pid, events(next, next + n - 1, payload));
+          if (!ec) {
+            acked << next << ' ' << n << ' ' << payload << '\n' << std::flush;
+          } else if (ec != tp::errc::fenced && ec != tp::errc::sequence_mismatch) {
+            code = 3;
+          }
+        }
+      } catch (...) {
+        code = 4;
+      }
+      std::_Exit(code);
+    }
+    children.push_back(c);
+  }
+  // One of them dies abruptly, somewhere in its rounds.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50 + seed % 200));
+  ::kill(children[0], SIGKILL);
+  for (std::size_t k = 0; k < children.size(); ++k) {
+    int status = 0;
+    REQUIRE(::waitpid(children[k], &status, 0) == children[k]);
+    if (k == 0) continue; // killed (or finished first)
+    INFO("process " << k);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  tp::postgres_store s(db.options());
+  const auto all = replay(s, pid);
+  REQUIRE(!all.empty());
+  for (std::size_t i = 0; i < all.size(); ++i) REQUIRE(all[i].seq == i + 1); // no gap, no repeat
+  CHECK(s.highest_sequence_nr(pid) == all.size());
+  std::size_t acked_events = 0;
+  for (int k = 0; k < processes; ++k) {
+    std::ifstream in(dir + "/acked-" + std::to_string(k));
+    tp::sequence_nr first;
+    std::size_t n;
+    std::string payload;
+    while (in >> first >> n >> payload) {
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE(first + i <= all.size());
+        CHECK(all[first + i - 1].payload == payload); // the acknowledged write, not another's
+      }
+      acked_events += n;
+    }
+  }
+  // Process 0's last acknowledgement may have been lost with it: every
+  // event is someone's acknowledged write, except at most its last one.
+  CHECK(acked_events <= all.size());
+  CHECK(all.size() - acked_events <= 3);
+  std::filesystem::remove_all(dir);
+}
+
+} // namespace postgres_store_test
