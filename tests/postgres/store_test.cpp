@@ -120,6 +120,39 @@ TEST_CASE("writes queued while a commit is under way go into the next commit, ea
   CHECK(c.commits < c.writes); // grouped
 }
 
+// The connection is cut after COMMIT was sent and before its answer came
+// (every third commit): the write must complete with what happened to it,
+// asked of the server, never with a blind failure for a write that did
+// commit (a retry would then meet its own events), nor with success for one
+// that did not.
+TEST_CASE("a commit whose answer is lost is resolved with the server: acknowledged exactly when it committed") {
+  test::pg::schema db;
+  auto o = db.options();
+  std::atomic<int> commits{0};
+  o.cut_before_commit_answer = [&] { return ++commits % 3 == 0; };
+  tp::postgres_store s(o);
+  auto t = s.open_table("t");
+  std::map<std::string, bool> acked;
+  for (int i = 0; i < 60; ++i) {
+    const auto pid = "p-" + std::to_string(i % 6);
+    const auto next = s.highest_sequence_nr(pid) + 1;
+    const auto ec = s.write(pid, events(next, next), {tp::table_write::put(t, pid + "/" + std::to_string(next), "v")});
+    INFO("write " << i << ": " << ec.message() << " " << s.last_failure());
+    CHECK((!ec || ec == tp::errc::storage_failure));
+    acked[pid + "/" + std::to_string(next)] = !ec;
+  }
+  CHECK(s.counts().resolved >= 15);
+  int ok = 0;
+  for (auto& [key, was_acked] : acked) {
+    std::optional<std::string> v;
+    REQUIRE(!s.get(t, key, v));
+    INFO(key);
+    CHECK(v.has_value() == was_acked); // acknowledged exactly when it committed
+    ok += was_acked;
+  }
+  CHECK(ok == 60); // (a cut after COMMIT was sent: each of them committed)
+}
+
 TEST_CASE("a server that cannot be reached is storage_failure, naming the server's answer") {
   try {
     tp::postgres_options o;

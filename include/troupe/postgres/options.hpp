@@ -5,7 +5,9 @@
 
 #include <troupe/persistence/records.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace troupe::persistence {
@@ -27,6 +29,13 @@ struct postgres_options {
   std::string owner;
   /// The most writes one commit carries (the writer groups what is queued).
   std::size_t max_group = 256;
+  /// How long the writer tries to learn the outcome of a commit whose
+  /// answer was lost (the connection dropped after COMMIT was sent) before
+  /// it fails the group's writes with `storage_failure` (outcome unknown).
+  std::chrono::milliseconds resolve_for{30'000};
+  /// For fault tests: called after each COMMIT is sent, before its answer
+  /// is read; returning true cuts the connection there.
+  std::function<bool()> cut_before_commit_answer;
 };
 
 } // namespace troupe::persistence

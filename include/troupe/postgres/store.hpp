@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -447,6 +448,8 @@ public:
   struct writer_counts {
     std::uint64_t commits = 0;
     std::uint64_t writes = 0;
+    /// Commits whose answer was lost and whose outcome the server told.
+    std::uint64_t resolved = 0;
   };
   writer_counts counts() const {
     std::lock_guard g(queue_mutex_);
@@ -624,13 +627,19 @@ private:
   }
 
   /// One transaction for the group, a savepoint per write: a write that
-  /// fails is rolled back alone; the commit acknowledges the others.
+  /// fails is rolled back alone; the commit acknowledges the others. A
+  /// commit whose answer is lost (the connection dropped after COMMIT was
+  /// sent) is not retried: its outcome is asked of the server by the
+  /// transaction's ID (`resolve`), and the group's writes complete with it.
   void commit(std::vector<pending>& group) {
     auto& c = writer_conn_;
     const bool alone = group.size() == 1;
+    std::int64_t txid = 0;
+    bool commit_sent = false;
     auto ec = guarded(c, [&](auto& conn) -> std::error_code {
-      auto b = conn.exec("BEGIN");
-      if (!b.ok()) return fail(b, "beginning a transaction");
+      auto b = conn.exec("BEGIN; SELECT txid_current()");
+      if (!b.ok() || b.rows() != 1) return fail(b, "beginning a transaction");
+      txid = std::stoll(std::string(b.bytes(0, 0)));
       for (auto& w : group) {
         if (!alone) {
           auto s = conn.exec("SAVEPOINT w");
@@ -645,13 +654,27 @@ private:
         (void)conn.exec("ROLLBACK");
         return {};
       }
-      auto e = conn.exec("COMMIT");
-      if (!e.ok()) return fail(e, "committing");
-      return {};
+      if (!conn.send("COMMIT")) return fail(detail::pg::result{}, "sending COMMIT");
+      commit_sent = true;
+      if (options_.cut_before_commit_answer && options_.cut_before_commit_answer()) conn.cut();
+      auto e = conn.finish();
+      if (e.ok()) return {};
+      if (!conn.broken()) commit_sent = false; // refused, and so rolled back: known
+      return fail(e, "committing");
     });
+    if (ec && commit_sent) {
+      // Committed or not: the server knows.
+      if (auto committed = resolve(txid)) {
+        std::lock_guard g(queue_mutex_);
+        ++counts_.resolved;
+        if (*committed) ec = {};
+      } else {
+        std::lock_guard g(failure_mutex_);
+        last_failure_ = "the outcome of transaction " + std::to_string(txid) +
+                        " is unknown (its commit's answer was lost, and the server could not say): " + last_failure_;
+      }
+    }
     if (ec) {
-      // Nothing of the group is known to be committed (a commit whose
-      // answer was lost may still have been): each write fails.
       try {
         if (!c.broken()) (void)c.exec("ROLLBACK");
       } catch (...) {
@@ -663,6 +686,34 @@ private:
     std::lock_guard h(held_mutex_);
     for (auto& w : group)
       if (!w.result && w.claimed) held_[w.pid] = w.claimed;
+  }
+
+  /// Whether transaction `txid` committed (true) or aborted (false), asked
+  /// of the server on a new connection, again while it is still in progress
+  /// or the server cannot be reached, for `resolve_for`; none when it could
+  /// not say by then.
+  std::optional<bool> resolve(std::int64_t txid) {
+    const auto until = std::chrono::steady_clock::now() + options_.resolve_for;
+    auto pause = std::chrono::milliseconds(2);
+    for (;;) {
+      try {
+        auto r = writer_conn_.exec("SELECT txid_status(" + std::to_string(txid) + ")");
+        if (r.ok() && r.rows() == 1) {
+          if (r.null(0, 0)) return std::nullopt; // too old to know
+          const auto status = std::string(r.bytes(0, 0));
+          if (status == "committed") return true;
+          if (status == "aborted") return false;
+        } else if (!r.ok()) {
+          (void)fail(r, "asking for the outcome of a commit");
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard g(failure_mutex_);
+        last_failure_ = e.what();
+      }
+      if (std::chrono::steady_clock::now() + pause > until) return std::nullopt;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    }
   }
 
   /// One write's statements, in the open transaction.

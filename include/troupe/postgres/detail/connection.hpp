@@ -10,6 +10,8 @@
 
 #include <libpq-fe.h>
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -158,6 +160,32 @@ public:
       prepared_.insert(name);
     }
     return result(PQexecPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1));
+  }
+
+  /// Sends `sql` without waiting for its answer (`finish` reads it).
+  bool send(const std::string& sql) {
+    ensure();
+    return PQsendQuery(c_, sql.c_str()) == 1;
+  }
+  /// The answer to what `send` sent (the first result; the rest read).
+  result finish() {
+    result first;
+    bool got = false;
+    while (PGresult* r = PQgetResult(c_)) {
+      if (!got) {
+        first = result(r);
+        got = true;
+      } else {
+        PQclear(r);
+      }
+    }
+    return first;
+  }
+
+  /// Cuts the connection's socket (for fault tests: what was sent may or
+  /// may not have reached the server; no answer arrives).
+  void cut() noexcept {
+    if (c_) ::shutdown(PQsocket(c_), SHUT_RDWR);
   }
 
   bool broken() const noexcept { return !c_ || PQstatus(c_) != CONNECTION_OK; }
