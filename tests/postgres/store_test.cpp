@@ -117,7 +117,8 @@ TEST_CASE("writes queued while a commit is under way go into the next commit, ea
   const auto c = s.counts();
   INFO(c.commits << " commits for " << c.writes << " writes");
   CHECK(c.writes == n);
-  CHECK(c.commits < c.writes); // grouped
+  CHECK(c.commits < c.writes);   // grouped
+  CHECK(c.one_at_a_time >= 1);   // the groups with a failing write, again statement by statement
 }
 
 // The connection is cut after COMMIT was sent and before its answer came

@@ -450,6 +450,8 @@ public:
     std::uint64_t writes = 0;
     /// Commits whose answer was lost and whose outcome the server told.
     std::uint64_t resolved = 0;
+    /// Groups run again one statement at a time (a write in them failed).
+    std::uint64_t one_at_a_time = 0;
   };
   writer_counts counts() const {
     std::lock_guard g(queue_mutex_);
@@ -640,7 +642,21 @@ private:
       auto b = conn.exec("BEGIN; SELECT txid_current()");
       if (!b.ok() || b.rows() != 1) return fail(b, "beginning a transaction");
       txid = std::stoll(std::string(b.bytes(0, 0)));
+      bool sent_at_once = false;
+      if (!alone) {
+        sent_at_once = pipelined(conn, group);
+        if (!sent_at_once) {
+          // One of them failed (or the pipeline did): again, one at a time.
+          for (auto& w : group) w.claimed = 0;
+          auto again = conn.exec("ROLLBACK; BEGIN; SELECT txid_current()");
+          if (!again.ok() || again.rows() != 1) return fail(again, "beginning a transaction");
+          txid = std::stoll(std::string(again.bytes(0, 0)));
+          std::lock_guard g(queue_mutex_);
+          ++counts_.one_at_a_time;
+        }
+      }
       for (auto& w : group) {
+        if (sent_at_once) break;
         if (!alone) {
           auto s = conn.exec("SAVEPOINT w");
           if (!s.ok()) return fail(s, "a savepoint");
@@ -716,86 +732,179 @@ private:
     }
   }
 
-  /// One write's statements, in the open transaction.
-  std::error_code apply(detail::pg::connection& c, pending& w) {
-    std::int64_t held = 0;
-    if (!w.pid.empty()) {
-      std::lock_guard h(held_mutex_);
-      if (auto it = held_.find(w.pid); it != held_.end()) held = it->second;
-    }
+  /// What a statement's answer must show for its write to go on.
+  enum class expect : std::uint8_t {
+    nothing,
+    advanced,  // one row updated (else: fenced or a sequence mismatch, `why_not` says)
+    claimed,   // one row returned, the epoch (else: a sequence mismatch)
+    held,      // one row (else: fenced)
+    created,   // one row inserted (else: key_exists)
+  };
+  struct statement {
+    const char* name; // prepared under this name (a table's own: `name` + the table)
+    std::string table;
+    detail::pg::params params;
+    expect check = expect::nothing;
+  };
+
+  // The statements, by name: (SQL with `%t` for a table's name, parameters).
+  static std::pair<std::string, int> sql_of(std::string_view name, const std::string& table) {
+    auto with = [&](std::string s) {
+      for (auto at = s.find("%t"); at != std::string::npos; at = s.find("%t")) s.replace(at, 2, table);
+      return s;
+    };
+    if (name == "advance")
+      return {"UPDATE troupe_ids SET highest = $2 WHERE persistence_id = $1 AND epoch = $3 AND highest = $4", 4};
+    if (name == "claim_first")
+      return {"INSERT INTO troupe_ids AS i (persistence_id, highest, epoch, owner) VALUES ($1, $2, 1, $3) "
+              "ON CONFLICT (persistence_id) DO UPDATE SET epoch = i.epoch + 1, owner = EXCLUDED.owner, "
+              "highest = EXCLUDED.highest WHERE i.highest = $4 RETURNING epoch",
+              4};
+    if (name == "claim_next")
+      return {"UPDATE troupe_ids SET epoch = epoch + 1, owner = $3, highest = $2 "
+              "WHERE persistence_id = $1 AND highest = $4 RETURNING epoch",
+              4};
+    if (name == "append") return {"INSERT INTO troupe_journal VALUES ($1, $2, $3, $4, $5, $6, $7)", 7};
+    if (name == "hold") return {"SELECT 1 FROM troupe_ids WHERE persistence_id = $1 AND epoch = $2 FOR SHARE", 2};
+    if (name == "del_") return {with("DELETE FROM %t WHERE key = $1"), 1};
+    if (name == "new_") return {with("INSERT INTO %t VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"), 2};
+    return {with("INSERT INTO %t VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"), 2}; // put_
+  }
+
+  /// The statements of write `w`, in order (`held`: this store's epoch of
+  /// its ID, 0 for none).
+  std::vector<statement> plan(const pending& w, std::int64_t held) const {
+    std::vector<statement> out;
     if (!w.events.empty()) {
       const auto first = w.events.front().seq;
       const auto last = w.events.back().seq;
-      detail::pg::result r;
       if (held) {
-        detail::pg::params p;
-        p.bytes(w.pid).i64(enc(last)).i64(held).i64(enc(first - 1));
-        r = c.run("advance",
-                  "UPDATE troupe_ids SET highest = $2 WHERE persistence_id = $1 AND epoch = $3 AND highest = $4", p);
-        if (!r.ok()) return fail(r, "writing " + w.pid);
-        if (r.affected() != 1) return why_not(c, w.pid, held);
+        statement s{"advance", {}, {}, expect::advanced};
+        s.params.bytes(w.pid).i64(enc(last)).i64(held).i64(enc(first - 1));
+        out.push_back(std::move(s));
       } else {
         // Its first write here claims the ID, if it continues the ID's events.
-        detail::pg::params p;
-        p.bytes(w.pid).i64(enc(last)).text(owner_).i64(enc(first - 1));
-        if (first == 1)
-          r = c.run("claim_first",
-                    "INSERT INTO troupe_ids AS i (persistence_id, highest, epoch, owner) VALUES ($1, $2, 1, $3) "
-                    "ON CONFLICT (persistence_id) DO UPDATE SET epoch = i.epoch + 1, owner = EXCLUDED.owner, "
-                    "highest = EXCLUDED.highest WHERE i.highest = $4 RETURNING epoch",
-                    p);
-        else
-          r = c.run("claim_next",
-                    "UPDATE troupe_ids SET epoch = epoch + 1, owner = $3, highest = $2 "
-                    "WHERE persistence_id = $1 AND highest = $4 RETURNING epoch",
-                    p);
-        if (!r.ok()) return fail(r, "writing " + w.pid);
-        if (r.rows() != 1) return errc::sequence_mismatch; // no row and not the first event, or another highest
-        w.claimed = r.i64(0, 0);
+        statement s{first == 1 ? "claim_first" : "claim_next", {}, {}, expect::claimed};
+        s.params.bytes(w.pid).i64(enc(last)).text(owner_).i64(enc(first - 1));
+        out.push_back(std::move(s));
       }
       const auto now = troupe::detail::now_ms();
       for (auto& e : w.events) {
-        detail::pg::params p;
-        p.bytes(w.pid)
+        statement s{"append", {}, {}, expect::nothing};
+        s.params.bytes(w.pid)
             .i64(enc(e.seq))
             .bytes(e.manifest)
             .i32(static_cast<std::int32_t>(e.version))
             .bytes(e.payload)
             .bytes(detail::encode_entries(e.metadata))
             .i64(e.metadata.written_ms == 0 ? now : e.metadata.written_ms);
-        auto ins = c.run("append", "INSERT INTO troupe_journal VALUES ($1, $2, $3, $4, $5, $6, $7)", p);
-        if (!ins.ok()) {
-          const auto ec = fail(ins, "appending to " + w.pid);
-          return ec == errc::key_exists ? make_error_code(errc::sequence_mismatch) : ec;
-        }
+        out.push_back(std::move(s));
       }
     } else if (held) {
       // Table changes of an ID this store holds: only while it holds it.
-      detail::pg::params p;
-      p.bytes(w.pid).i64(held);
-      auto r = c.run("hold", "SELECT 1 FROM troupe_ids WHERE persistence_id = $1 AND epoch = $2 FOR SHARE", p);
-      if (!r.ok()) return fail(r, "writing for " + w.pid);
-      if (r.rows() != 1) return errc::fenced;
+      statement s{"hold", {}, {}, expect::held};
+      s.params.bytes(w.pid).i64(held);
+      out.push_back(std::move(s));
     }
     for (auto& t : w.tables) {
       const auto& n = sql_names_[detail::table_registry::slot_of(t.table)];
-      detail::pg::params p;
-      p.bytes(t.key);
-      detail::pg::result r;
-      if (!t.value) {
-        r = c.run("del_" + n, "DELETE FROM " + n + " WHERE key = $1", p);
-      } else if (t.only_new) {
-        p.bytes(*t.value);
-        r = c.run("new_" + n, "INSERT INTO " + n + " VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", p);
-        if (r.ok() && r.affected() != 1) return errc::key_exists;
-      } else {
-        p.bytes(*t.value);
-        r = c.run("put_" + n,
-                  "INSERT INTO " + n + " VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", p);
+      statement s{!t.value ? "del_" : t.only_new ? "new_" : "put_", n, {}, t.only_new ? expect::created : expect::nothing};
+      s.params.bytes(t.key);
+      if (t.value) s.params.bytes(*t.value);
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  std::int64_t held_epoch(const std::string& pid) const {
+    if (pid.empty()) return 0;
+    std::lock_guard h(held_mutex_);
+    auto it = held_.find(pid);
+    return it == held_.end() ? 0 : it->second;
+  }
+
+  /// Prepares `s` on `c` (once per connection).
+  detail::pg::result prepare(detail::pg::connection& c, const statement& s) {
+    auto [sql, n] = sql_of(s.name, s.table);
+    return c.prepare(std::string(s.name) + s.table, sql, n);
+  }
+
+  /// Whether answer `r` to `s` lets the write go on; `w.claimed` takes a claim's epoch.
+  static bool passes(const statement& s, const detail::pg::result& r, pending& w) {
+    if (!r.ok()) return false;
+    switch (s.check) {
+    case expect::nothing: return true;
+    case expect::advanced: return r.affected() == 1;
+    case expect::claimed:
+      if (r.rows() != 1) return false;
+      w.claimed = r.i64(0, 0);
+      return true;
+    case expect::held: return r.rows() == 1;
+    case expect::created: return r.affected() == 1;
+    }
+    return false;
+  }
+
+  /// One write's statements, one at a time, in the open transaction: the
+  /// first that fails says why.
+  std::error_code apply(detail::pg::connection& c, pending& w) {
+    const auto held = held_epoch(w.pid);
+    for (auto& s : plan(w, held)) {
+      if (auto p = prepare(c, s); !p.ok()) return fail(p, "preparing a statement");
+      auto r = c.run(std::string(s.name) + s.table, {}, s.params);
+      if (passes(s, r, w)) continue;
+      if (!r.ok()) {
+        const auto ec = fail(r, "writing " + (w.pid.empty() ? std::string("tables") : w.pid));
+        return std::string_view(s.name) == "append" && ec == errc::key_exists ? make_error_code(errc::sequence_mismatch)
+                                                                              : ec;
       }
-      if (!r.ok()) return fail(r, "writing a table");
+      switch (s.check) {
+      case expect::advanced: return why_not(c, w.pid, held);
+      case expect::claimed: return errc::sequence_mismatch; // no row and not the first event, or another highest
+      case expect::held: return errc::fenced;
+      case expect::created: return errc::key_exists;
+      case expect::nothing: break;
+      }
+      return errc::storage_failure;
     }
     return {};
+  }
+
+  /// The group's statements sent at once (libpq's pipeline mode) inside the
+  /// open transaction, their answers read after: true when every write
+  /// passed (nothing failed; `COMMIT` may follow); false when one did not
+  /// (the caller rolls back and runs the group one statement at a time,
+  /// which finds out which and why). Throws when the connection fails.
+  bool pipelined(detail::pg::connection& c, std::vector<pending>& group) {
+    std::vector<std::vector<statement>> plans;
+    plans.reserve(group.size());
+    for (auto& w : group) {
+      plans.push_back(plan(w, held_epoch(w.pid)));
+      for (auto& s : plans.back())
+        if (auto p = prepare(c, s); !p.ok()) return false;
+    }
+    if (!c.enter_pipeline()) return false;
+    for (auto& p : plans)
+      for (auto& s : p)
+        if (!c.queue(std::string(s.name) + s.table, s.params)) {
+          c.drop();
+          return false;
+        }
+    if (!c.sync()) {
+      c.drop();
+      return false;
+    }
+    bool all = true;
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (auto& s : plans[i]) {
+        auto r = c.answer();
+        if (!passes(s, r, group[i])) all = false;
+      }
+    if (!c.leave_pipeline()) {
+      c.drop();
+      return false;
+    }
+    return all;
   }
 
   /// Why an update of `pid` under `held` changed nothing: a newer claim

@@ -97,6 +97,7 @@ public:
     const char* n = r_ ? PQcmdTuples(r_.get()) : nullptr;
     return n && *n ? std::strtol(n, nullptr, 10) : 0;
   }
+  PGresult* raw() const noexcept { return r_.get(); }
   bool null(int row, int col) const noexcept { return PQgetisnull(r_.get(), row, col) != 0; }
   std::string_view bytes(int row, int col) const noexcept {
     return {PQgetvalue(r_.get(), row, col), static_cast<std::size_t>(PQgetlength(r_.get(), row, col))};
@@ -162,6 +163,51 @@ public:
     return result(PQexecPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1));
   }
 
+  /// Prepares `sql` as `name` on this connection, once.
+  result prepare(const std::string& name, const std::string& sql, int params) {
+    ensure();
+    if (prepared_.contains(name)) return result(PQmakeEmptyPGresult(c_, PGRES_COMMAND_OK));
+    result r(PQprepare(c_, name.c_str(), sql.c_str(), params, nullptr));
+    if (r.ok()) prepared_.insert(name);
+    return r;
+  }
+
+  // -- pipeline mode: statements sent without waiting for each answer ---------
+
+  bool enter_pipeline() {
+    ensure();
+    return PQenterPipelineMode(c_) == 1;
+  }
+  /// Queues the prepared statement `name` (binary parameters and results).
+  bool queue(const std::string& name, params& p) {
+    return PQsendQueryPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1) == 1;
+  }
+  /// Ends the pipeline's batch: the server runs what was queued.
+  bool sync() { return PQpipelineSync(c_) == 1; }
+  /// The next queued statement's answer (in order; an aborted one's is
+  /// `PGRES_PIPELINE_ABORTED`, not ok).
+  result answer() {
+    PGresult* first = PQgetResult(c_);
+    // A statement's results end with a null (the sync's with none).
+    if (first && PQresultStatus(first) != PGRES_PIPELINE_SYNC)
+      while (PGresult* more = PQgetResult(c_)) PQclear(more);
+    return result(first);
+  }
+  /// Reads up to the sync's answer, and leaves pipeline mode.
+  bool leave_pipeline() {
+    for (int i = 0; i < 1'000'000; ++i) {
+      PGresult* r = PQgetResult(c_);
+      if (!r) {
+        if (broken()) return false;
+        continue;
+      }
+      const auto st = PQresultStatus(r);
+      PQclear(r);
+      if (st == PGRES_PIPELINE_SYNC) break;
+    }
+    return PQexitPipelineMode(c_) == 1;
+  }
+
   /// Sends `sql` without waiting for its answer (`finish` reads it).
   bool send(const std::string& sql) {
     ensure();
@@ -189,6 +235,13 @@ public:
   }
 
   bool broken() const noexcept { return !c_ || PQstatus(c_) != CONNECTION_OK; }
+
+  /// Closes the connection (in a state nothing else can use, say): the
+  /// next statement opens it again.
+  void drop() noexcept {
+    if (c_) PQfinish(c_);
+    c_ = nullptr;
+  }
 
   /// The identifier `s` quoted for SQL.
   std::string identifier(std::string_view s) {
