@@ -154,6 +154,111 @@ TEST_CASE("a commit whose answer is lost is resolved with the server: acknowledg
   CHECK(ok == 60); // (a cut after COMMIT was sent: each of them committed)
 }
 
+TEST_CASE("a table creation that fails (a statement timeout while another holds the schema lock) leaves the store usable") {
+  test::pg::schema db;
+  tp::postgres_store first(db.options()); // the schema exists
+  auto o = db.options();
+  o.conninfo += (o.conninfo.find('?') == std::string::npos ? "?" : "&") + std::string("options=-c%20statement_timeout%3D300");
+  tp::postgres_store s(o);
+  auto t = s.open_table("existing");
+  REQUIRE(!s.write("", {}, {tp::table_write::put(t, "k", "v")}));
+  {
+    // Another session holds the lock that table creation takes.
+    troupe::persistence::detail::pg::connection other(test::pg::conninfo(), db.name, true);
+    REQUIRE(other.exec("BEGIN; SELECT pg_advisory_xact_lock(7404171)").ok());
+    CHECK_THROWS_AS(s.open_table("new"), troupe::error);
+    (void)other.exec("ROLLBACK");
+  }
+  // Its reads were left in an aborted transaction before: every one failed.
+  std::optional<std::string> v;
+  CHECK(!s.get(t, "k", v));
+  CHECK(v == "v");
+  CHECK(!s.claim("p"));
+  CHECK_NOTHROW(s.open_table("new"));
+}
+
+TEST_CASE("drop_expired deletes only what expired: a value written after its scan stays") {
+  test::pg::schema db;
+  tp::postgres_store s(db.options());
+  auto t = s.open_table("t");
+  REQUIRE(!s.write("", {}, {tp::table_write::put(t, "k", "old")}));
+  bool rewritten = false;
+  std::error_code rewrite;
+  // The expiry function runs during the scan: the value is replaced there,
+  // after the scan read "old" and before the deletion.
+  s.set_expiry(t, [&](std::string_view, std::string_view v) -> std::optional<std::int64_t> {
+    if (v != "old") return std::nullopt; // never
+    if (!rewritten) {
+      rewritten = true;
+      std::thread([&] { rewrite = s.write("", {}, {tp::table_write::put(t, "k", "new")}); }).join();
+    }
+    return 0; // long ago
+  });
+  REQUIRE(!s.drop_expired(t));
+  REQUIRE(rewritten);
+  REQUIRE_FALSE(rewrite);
+  std::optional<std::string> v;
+  REQUIRE(!s.get(t, "k", v));
+  CHECK(v == "new");
+}
+
+TEST_CASE("the expiry floor is kept in the store: it never decreases, also across a reopen") {
+  test::pg::schema db;
+  std::int64_t floor = 0;
+  {
+    tp::postgres_store s(db.options());
+    auto t = s.open_table("t");
+    s.set_expiry(t, [](std::string_view, std::string_view) -> std::optional<std::int64_t> { return 0; });
+    REQUIRE(!s.drop_expired(t));
+    floor = s.expired_through();
+    CHECK(floor > 0);
+  }
+  tp::postgres_store again(db.options());
+  CHECK(again.expired_through() == floor);
+}
+
+TEST_CASE("a store's own claim is never undone by its own earlier first write committing after it") {
+  test::pg::schema db;
+  tp::postgres_store s(db.options());
+  int fenced = 0;
+  for (int i = 0; i < 300; ++i) {
+    const auto pid = "p" + std::to_string(i);
+    std::promise<std::error_code> first;
+    s.submit(pid, events(1, 1), {}, [&](std::error_code ec) { first.set_value(ec); });
+    REQUIRE(!s.claim(pid)); // may run before or after the first write commits
+    REQUIRE(!first.get_future().get());
+    const auto ec = s.write(pid, events(2, 2));
+    if (ec == tp::errc::fenced) ++fenced;
+    CHECK((!ec || ec == tp::errc::fenced));
+  }
+  CHECK(fenced == 0);
+}
+
+TEST_CASE("two stores writing the same keys in opposite orders do not fail each other's writes") {
+  test::pg::schema db;
+  tp::postgres_store a(db.options()), b(db.options());
+  auto ta = a.open_table("t");
+  auto tb = b.open_table("t");
+  constexpr int keys = 30, rounds = 3;
+  std::atomic<int> failed{0};
+  auto run = [&](tp::postgres_store& s, tp::table t, bool reverse) {
+    for (int r = 0; r < rounds; ++r) {
+      std::vector<std::promise<std::error_code>> done(keys);
+      for (int i = 0; i < keys; ++i) {
+        const int k = reverse ? keys - 1 - i : i;
+        s.submit("", {}, {tp::table_write::put(t, "k" + std::to_string(k), std::to_string(r))},
+                 [&done, i](std::error_code ec) { done[i].set_value(ec); });
+      }
+      for (auto& d : done)
+        if (d.get_future().get()) ++failed;
+    }
+  };
+  std::thread x([&] { run(a, ta, false); });
+  run(b, tb, true);
+  x.join();
+  CHECK(failed == 0);
+}
+
 TEST_CASE("a server that cannot be reached is storage_failure, naming the server's answer") {
   try {
     tp::postgres_options o;

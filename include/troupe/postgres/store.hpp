@@ -56,7 +56,7 @@ public:
   /// server's message) when it cannot, and `store_format_too_new` for a
   /// schema a newer troupe wrote.
   explicit postgres_store(postgres_options o)
-      : options_(std::move(o)), owner_(options_.owner.empty() ? default_owner() : options_.owner),
+      : options_(with_defaults(std::move(o))), owner_(options_.owner.empty() ? default_owner() : options_.owner),
         reader_(options_.conninfo, options_.schema, sync()), writer_conn_(options_.conninfo, options_.schema, sync()) {
     create_schema();
     writer_ = std::thread([this] { run_writer(); });
@@ -103,7 +103,7 @@ public:
       auto r = c.run("claim", claim_sql, p);
       if (!r.ok()) return fail(r, "claiming " + std::string(pid));
       std::lock_guard h(held_mutex_);
-      held_[std::string(pid)] = r.i64(0, 0);
+      raise_held(std::string(pid), r.i64(0, 0));
       return {};
     });
   }
@@ -154,7 +154,10 @@ public:
     return expired_through_;
   }
 
-  /// Deletes the values of `t` that have expired by now. Blocking.
+  /// Deletes the values of `t` that have expired by now, each only if it
+  /// still holds the value found expired (one written since stays), in one
+  /// transaction with the expiry floor, which is kept in the store and never
+  /// decreases. Blocking.
   std::error_code drop_expired(table t) {
     const auto slot = tables_.slot(t);
     if (slot == detail::table_registry::capacity) return troupe::errc::invalid_argument;
@@ -165,21 +168,34 @@ public:
     }
     if (!f) return {};
     const auto now = troupe::detail::now_ms();
-    std::vector<std::string> gone;
+    std::vector<std::pair<std::string, std::string>> gone;
     if (auto ec = scan(t, {}, [&](std::string_view k, std::string_view v) {
           const auto e = f(k, v);
-          if (e && *e <= now) gone.emplace_back(k);
+          if (e && *e <= now) gone.emplace_back(k, v);
           return true;
         }))
       return ec;
     std::lock_guard g(reader_mutex_);
     if (auto ec = guarded(reader_, [&](auto& c) -> std::error_code {
           const auto& n = sql_names_[slot];
-          for (auto& k : gone) {
+          auto b = c.exec("BEGIN");
+          if (!b.ok()) return fail(b, "deleting expired values");
+          detail::pg::params floor;
+          floor.text(std::to_string(now));
+          auto r = c.run("expired_through",
+                         "INSERT INTO troupe_meta VALUES ('expired_through', $1) ON CONFLICT (key) DO UPDATE "
+                         "SET value = GREATEST(troupe_meta.value::bigint, EXCLUDED.value::bigint)::text",
+                         floor);
+          for (std::size_t i = 0; r.ok() && i < gone.size(); ++i) {
             detail::pg::params p;
-            p.bytes(k);
-            auto r = c.run("del_" + n, "DELETE FROM " + n + " WHERE key = $1", p);
-            if (!r.ok()) return fail(r, "deleting expired values");
+            p.bytes(gone[i].first).bytes(gone[i].second);
+            r = c.run("expire_" + n, "DELETE FROM " + n + " WHERE key = $1 AND value = $2", p);
+          }
+          if (r.ok()) r = c.exec("COMMIT");
+          if (!r.ok()) {
+            const auto ec = fail(r, "deleting expired values");
+            (void)c.exec("ROLLBACK");
+            return ec;
           }
           return {};
         }))
@@ -452,6 +468,8 @@ public:
     std::uint64_t resolved = 0;
     /// Groups run again one statement at a time (a write in them failed).
     std::uint64_t one_at_a_time = 0;
+    /// Groups rolled back as a deadlock's victim, and run again.
+    std::uint64_t deadlock_retries = 0;
   };
   writer_counts counts() const {
     std::lock_guard g(queue_mutex_);
@@ -466,7 +484,9 @@ private:
     troupe::detail::unique_function<void(std::error_code)> done;
     std::error_code result{};
     std::int64_t claimed = 0; // the epoch this write's claim took, if it claimed
+    bool retry = false;       // it failed as a deadlock's or a serialization's victim
   };
+  static constexpr int max_attempts = 5;
 
   static constexpr int page_size = 256;
 
@@ -484,6 +504,11 @@ private:
       "WHERE persistence_id = $1 AND seq_nr BETWEEN $2 AND $3 ORDER BY seq_nr LIMIT $4";
 
   bool sync() const noexcept { return options_.durability == durability::sync; }
+
+  static postgres_options with_defaults(postgres_options o) {
+    o.max_group = std::max<std::size_t>(o.max_group, 1); // (0 would never take a write)
+    return o;
+  }
 
   static std::string default_owner() {
     char host[256] = {};
@@ -550,6 +575,9 @@ private:
     auto v = c.exec("SELECT value FROM troupe_meta WHERE key = 'schema_version'");
     if (!v.ok() || v.rows() != 1) throw error(errc::storage_failure, "reading the schema version: " + v.message());
     const auto version = std::stoi(std::string(v.bytes(0, 0)));
+    auto floor = c.exec("SELECT value FROM troupe_meta WHERE key = 'expired_through'");
+    if (!floor.ok()) throw error(errc::storage_failure, "reading the expiry floor: " + floor.message());
+    if (floor.rows() == 1) expired_through_ = std::stoll(std::string(floor.bytes(0, 0)));
     if (version > schema_version)
       throw error(errc::store_format_too_new, "schema " + options_.schema + " has version " + std::to_string(version) +
                                                   "; this troupe reads up to " + std::to_string(schema_version));
@@ -568,7 +596,12 @@ private:
     if (r.rows() == 1) return r.i32(0, 0);
     if (!create) return std::nullopt;
     auto b = c.exec("BEGIN; SELECT pg_advisory_xact_lock(7404171)");
-    if (!b.ok()) throw error(errc::storage_failure, "creating table " + std::string(name) + ": " + b.message());
+    if (!b.ok()) {
+      // (Cancelled, timed out: the transaction is aborted, and the
+      // connection unusable until it ends.)
+      (void)c.exec("ROLLBACK");
+      throw error(errc::storage_failure, "creating table " + std::string(name) + ": " + b.message());
+    }
     detail::pg::params q;
     q.bytes(name);
     auto ins = c.exec(
@@ -635,49 +668,56 @@ private:
   /// transaction's ID (`resolve`), and the group's writes complete with it.
   void commit(std::vector<pending>& group) {
     auto& c = writer_conn_;
-    const bool alone = group.size() == 1;
     std::int64_t txid = 0;
     bool commit_sent = false;
-    auto ec = guarded(c, [&](auto& conn) -> std::error_code {
-      auto b = conn.exec("BEGIN; SELECT txid_current()");
-      if (!b.ok() || b.rows() != 1) return fail(b, "beginning a transaction");
-      txid = std::stoll(std::string(b.bytes(0, 0)));
-      bool sent_at_once = false;
-      if (!alone) {
-        sent_at_once = pipelined(conn, group);
-        if (!sent_at_once) {
-          // One of them failed (or the pipeline did): again, one at a time.
-          for (auto& w : group) w.claimed = 0;
-          auto again = conn.exec("ROLLBACK; BEGIN; SELECT txid_current()");
-          if (!again.ok() || again.rows() != 1) return fail(again, "beginning a transaction");
-          txid = std::stoll(std::string(again.bytes(0, 0)));
+    // A group chosen as a deadlock's victim (two stores writing the same
+    // rows in other orders) is rolled back whole and runs again after a
+    // short random pause: the other store's transaction goes on meanwhile.
+    bool victim = false;
+    std::error_code ec;
+    for (int attempt = 1;; ++attempt) {
+      victim = false;
+      ec = guarded(c, [&](auto& conn) -> std::error_code {
+        auto b = conn.exec("BEGIN; SELECT txid_current()");
+        if (!b.ok() || b.rows() != 1) return fail(b, "beginning a transaction");
+        txid = std::stoll(std::string(b.bytes(0, 0)));
+        for (auto& w : group) w.claimed = 0;
+        if (pipelined(conn, group, victim)) return send_commit(conn, commit_sent);
+        if (victim) return errc::storage_failure;
+        // One of them failed (or the pipeline did): again, one at a time.
+        for (auto& w : group) w.claimed = 0;
+        auto again = conn.exec("ROLLBACK; BEGIN; SELECT txid_current()");
+        if (!again.ok() || again.rows() != 1) return fail(again, "beginning a transaction");
+        txid = std::stoll(std::string(again.bytes(0, 0)));
+        {
           std::lock_guard g(queue_mutex_);
           ++counts_.one_at_a_time;
         }
-      }
-      for (auto& w : group) {
-        if (sent_at_once) break;
-        if (!alone) {
+        for (auto& w : group) {
           auto s = conn.exec("SAVEPOINT w");
           if (!s.ok()) return fail(s, "a savepoint");
+          w.retry = false;
+          w.result = apply(conn, w);
+          if (w.retry) {
+            victim = true;
+            return errc::storage_failure;
+          }
+          auto e = conn.exec(w.result ? "ROLLBACK TO SAVEPOINT w" : "RELEASE SAVEPOINT w");
+          if (!e.ok()) return fail(e, "ending a savepoint");
         }
-        w.result = apply(conn, w);
-        if (alone) continue;
-        auto e = conn.exec(w.result ? "ROLLBACK TO SAVEPOINT w" : "RELEASE SAVEPOINT w");
-        if (!e.ok()) return fail(e, "ending a savepoint");
+        return send_commit(conn, commit_sent);
+      });
+      if (!victim || attempt == max_attempts) break;
+      try {
+        if (!c.broken()) (void)c.exec("ROLLBACK");
+      } catch (...) {
       }
-      if (alone && group[0].result) {
-        (void)conn.exec("ROLLBACK");
-        return {};
-      }
-      if (!conn.send("COMMIT")) return fail(detail::pg::result{}, "sending COMMIT");
-      commit_sent = true;
-      if (options_.cut_before_commit_answer && options_.cut_before_commit_answer()) conn.cut();
-      auto e = conn.finish();
-      if (e.ok()) return {};
-      if (!conn.broken()) commit_sent = false; // refused, and so rolled back: known
-      return fail(e, "committing");
-    });
+      for (auto& w : group) w.result = {};
+      std::uniform_int_distribution<int> pause(1, 20 * attempt);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause(backoff_rng_)));
+      std::lock_guard g(queue_mutex_);
+      ++counts_.deadlock_retries;
+    }
     if (ec && commit_sent) {
       // Committed or not: the server knows.
       if (auto committed = resolve(txid)) {
@@ -701,7 +741,20 @@ private:
     }
     std::lock_guard h(held_mutex_);
     for (auto& w : group)
-      if (!w.result && w.claimed) held_[w.pid] = w.claimed;
+      if (!w.result && w.claimed) raise_held(w.pid, w.claimed);
+  }
+
+  /// Sends COMMIT and reads its answer; `sent` tells whether it went out
+  /// (an answer lost after that leaves the outcome to `resolve`).
+  std::error_code send_commit(detail::pg::connection& conn, bool& sent) {
+    sent = false;
+    if (!conn.send("COMMIT")) return fail(detail::pg::result{}, "sending COMMIT");
+    sent = true;
+    if (options_.cut_before_commit_answer && options_.cut_before_commit_answer()) conn.cut();
+    auto e = conn.finish();
+    if (e.ok()) return {};
+    if (!conn.broken()) sent = false; // refused, and so rolled back: known
+    return fail(e, "committing");
   }
 
   /// Whether transaction `txid` committed (true) or aborted (false), asked
@@ -816,6 +869,14 @@ private:
     return out;
   }
 
+  /// With `held_mutex_`: this store now holds `pid` at `epoch`, unless it
+  /// holds a newer claim already (its own `claim` may commit before an
+  /// earlier write's claim is recorded: epochs only grow).
+  void raise_held(const std::string& pid, std::int64_t epoch) {
+    auto& h = held_[pid];
+    h = std::max(h, epoch);
+  }
+
   std::int64_t held_epoch(const std::string& pid) const {
     if (pid.empty()) return 0;
     std::lock_guard h(held_mutex_);
@@ -854,6 +915,8 @@ private:
       auto r = c.run(std::string(s.name) + s.table, {}, s.params);
       if (passes(s, r, w)) continue;
       if (!r.ok()) {
+        const auto state = r.sqlstate();
+        w.retry = state == "40P01" || state == "40001"; // deadlock_detected, serialization_failure
         const auto ec = fail(r, "writing " + (w.pid.empty() ? std::string("tables") : w.pid));
         return std::string_view(s.name) == "append" && ec == errc::key_exists ? make_error_code(errc::sequence_mismatch)
                                                                               : ec;
@@ -874,8 +937,10 @@ private:
   /// open transaction, their answers read after: true when every write
   /// passed (nothing failed; `COMMIT` may follow); false when one did not
   /// (the caller rolls back and runs the group one statement at a time,
-  /// which finds out which and why). Throws when the connection fails.
-  bool pipelined(detail::pg::connection& c, std::vector<pending>& group) {
+  /// which finds out which and why), with `victim` set when the server
+  /// chose the transaction as a deadlock's victim. Throws when the
+  /// connection fails.
+  bool pipelined(detail::pg::connection& c, std::vector<pending>& group, bool& victim) {
     std::vector<std::vector<statement>> plans;
     plans.reserve(group.size());
     for (auto& w : group) {
@@ -898,7 +963,11 @@ private:
     for (std::size_t i = 0; i < plans.size(); ++i)
       for (auto& s : plans[i]) {
         auto r = c.answer();
-        if (!passes(s, r, group[i])) all = false;
+        if (!passes(s, r, group[i])) {
+          all = false;
+          const auto state = r.sqlstate();
+          if (state == "40P01" || state == "40001") victim = true; // deadlock_detected, serialization_failure
+        }
       }
     if (!c.leave_pipeline()) {
       c.drop();
@@ -946,6 +1015,7 @@ private:
   std::deque<pending> queue_;
   bool stopping_ = false;
   writer_counts counts_;
+  std::minstd_rand backoff_rng_{std::random_device{}()};
   std::thread writer_;
 };
 

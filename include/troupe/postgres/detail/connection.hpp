@@ -263,6 +263,8 @@ private:
       while (!m.empty() && m.back() == '\n') m.pop_back();
       throw error(errc::storage_failure, "connecting to PostgreSQL: " + m);
     }
+    // The server's notices and warnings are not the application's stderr.
+    PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
     prepared_.clear();
     std::string setup = "SET client_min_messages = warning; SET search_path = " + identifier(schema_) + ";";
     if (!sync_) setup += " SET synchronous_commit = off;";
