@@ -3,6 +3,8 @@
 // that name what went wrong.
 #include "support.hpp"
 
+#include "../support.hpp"
+
 #include <troupe/persistence/journal.hpp>
 
 #include <catch2/catch.hpp>
@@ -329,13 +331,29 @@ TEST_CASE("several processes claiming one ID in turn: no number twice, no gap, e
     }
     children.push_back(c);
   }
-  // One of them dies abruptly, somewhere in its rounds.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50 + seed % 200));
-  ::kill(children[0], SIGKILL);
+  // One of them dies abruptly, somewhere in its rounds: once it has seen
+  // a seeded number of its writes acknowledged (or has ended).
+  const std::size_t acks_before_kill = 1 + seed % 20;
+  const auto acks_of_first = [&] {
+    std::ifstream in(dir + "/acked-0");
+    std::size_t lines = 0;
+    for (std::string l; std::getline(in, l);) ++lines;
+    return lines;
+  };
+  int status0 = 0;
+  bool reaped = false;
+  CHECK(test::eventually([&] {
+    reaped = reaped || ::waitpid(children[0], &status0, WNOHANG) == children[0];
+    return reaped || acks_of_first() >= acks_before_kill;
+  }));
+  if (!reaped) ::kill(children[0], SIGKILL);
   for (std::size_t k = 0; k < children.size(); ++k) {
     int status = 0;
+    if (k == 0) {
+      if (!reaped) (void)::waitpid(children[0], &status, 0); // killed (or reaped above, having finished first)
+      continue;
+    }
     REQUIRE(::waitpid(children[k], &status, 0) == children[k]);
-    if (k == 0) continue; // killed (or finished first)
     INFO("process " << k);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
