@@ -3,6 +3,8 @@
 # on 127.0.0.1:PORT only (and a socket in DIR), stopped at the end.
 #   server.sh start DIR PORT    (stops a server left in DIR first)
 #   server.sh stop DIR
+#   server.sh halt DIR          (stops it, keeping its data: a server down)
+#   server.sh resume DIR        (starts a halted one again, same port and data)
 # As root, the server runs as the `postgres` user (initdb refuses root).
 set -eu
 cmd=$1
@@ -36,13 +38,25 @@ start)
     cat "$dir/server.log" >&2
     exit 1
   }
+  echo "$port" >"$dir/port"
   echo "PostgreSQL on 127.0.0.1:$port (data in $dir/data)"
   ;;
 stop)
   stop
   ;;
+halt)
+  as_server "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+  ;;
+resume)
+  port=$(cat "$dir/port")
+  as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=64MB" start >/dev/null || {
+    cat "$dir/server.log" >&2
+    exit 1
+  }
+  ;;
 *)
-  echo "usage: server.sh start DIR PORT | stop DIR" >&2
+  echo "usage: server.sh start DIR PORT | stop DIR | halt DIR | resume DIR" >&2
   exit 2
   ;;
 esac

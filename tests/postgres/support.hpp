@@ -6,6 +6,8 @@
 
 #include <troupe/postgres/store.hpp>
 
+#include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
@@ -21,6 +23,25 @@ inline std::string conninfo() {
     throw std::runtime_error("TROUPE_TEST_POSTGRES is not set: run the PostgreSQL tests through ctest, which starts "
                              "a server of their own (tests/postgres/server.sh)");
   return c;
+}
+
+/// The test server's port (from its connection string, a
+/// `postgresql://user@127.0.0.1:PORT/db` URI).
+inline std::uint16_t server_port() {
+  const auto c = conninfo();
+  const auto at = c.find("127.0.0.1:");
+  if (at == std::string::npos) throw std::runtime_error("the test server's address has no 127.0.0.1:PORT: " + c);
+  return static_cast<std::uint16_t>(std::stoi(c.substr(at + 10)));
+}
+
+/// The test server's connection string with its port replaced by `port`
+/// (a proxy's, say).
+inline std::string conninfo_via(std::uint16_t port) {
+  auto c = conninfo();
+  const auto at = c.find("127.0.0.1:") + 10;
+  auto end = at;
+  while (end < c.size() && std::isdigit(static_cast<unsigned char>(c[end]))) ++end;
+  return c.replace(at, end - at, std::to_string(port));
 }
 
 /// A schema name no other test uses.
@@ -47,6 +68,12 @@ struct schema {
     o.conninfo = conninfo();
     o.schema = name;
     o.durability = d;
+    return o;
+  }
+  /// The same, through 127.0.0.1:`port` (a proxy's) instead of the server.
+  troupe::persistence::postgres_options options_via(std::uint16_t port) const {
+    auto o = options();
+    o.conninfo = conninfo_via(port);
     return o;
   }
 };

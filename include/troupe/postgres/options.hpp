@@ -33,6 +33,20 @@ struct postgres_options {
   /// answer was lost (the connection dropped after COMMIT was sent) before
   /// it fails the group's writes with `storage_failure` (outcome unknown).
   std::chrono::milliseconds resolve_for{30'000};
+  /// The longest the engine waits for one answer of the server, or for a
+  /// connection (a server that hangs, a network that holds every packet):
+  /// past it the connection is cut and the statement has failed
+  /// (`storage_failure`; a commit's outcome is then resolved, as for a lost
+  /// answer). Also libpq's `connect_timeout` (in whole seconds, at least 2)
+  /// unless the connection string names one.
+  std::chrono::milliseconds io_timeout{30'000};
+  /// A lost connection is opened again before the next statement; after a
+  /// failed attempt none is made for `reconnect_backoff`, then for twice as
+  /// long after each further failure, up to `max_reconnect_backoff`. Writes
+  /// and reads meanwhile fail at once with `storage_failure`, naming the
+  /// server's last answer; the first success ends the backoff.
+  std::chrono::milliseconds reconnect_backoff{50};
+  std::chrono::milliseconds max_reconnect_backoff{2'000};
   /// For fault tests: called after each COMMIT is sent, before its answer
   /// is read; returning true cuts the connection there.
   std::function<bool()> cut_before_commit_answer;

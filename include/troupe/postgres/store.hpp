@@ -57,7 +57,7 @@ public:
   /// schema a newer troupe wrote.
   explicit postgres_store(postgres_options o)
       : options_(with_defaults(std::move(o))), owner_(options_.owner.empty() ? default_owner() : options_.owner),
-        reader_(options_.conninfo, options_.schema, sync()), writer_conn_(options_.conninfo, options_.schema, sync()) {
+        reader_(settings()), writer_conn_(settings()) {
     create_schema();
     writer_ = std::thread([this] { run_writer(); });
   }
@@ -505,8 +505,14 @@ private:
 
   bool sync() const noexcept { return options_.durability == durability::sync; }
 
+  detail::pg::connection_settings settings() const {
+    return {options_.conninfo, options_.schema, sync(), options_.io_timeout, options_.reconnect_backoff,
+            options_.max_reconnect_backoff};
+  }
+
   static postgres_options with_defaults(postgres_options o) {
     o.max_group = std::max<std::size_t>(o.max_group, 1); // (0 would never take a write)
+    o.io_timeout = std::max(o.io_timeout, std::chrono::milliseconds(1));
     return o;
   }
 

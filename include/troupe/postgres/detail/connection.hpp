@@ -10,7 +10,12 @@
 
 #include <libpq-fe.h>
 
+#include <poll.h>
 #include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 
 #include <cstdint>
 #include <cstring>
@@ -75,6 +80,8 @@ class result {
 public:
   result() = default;
   explicit result(PGresult* r) : r_(r) {}
+  /// A failure the client saw (no answer came), with what it was.
+  explicit result(std::string failure) : failure_(std::move(failure)) {}
 
   bool ok() const noexcept {
     const auto s = r_ ? PQresultStatus(r_.get()) : PGRES_FATAL_ERROR;
@@ -86,6 +93,7 @@ public:
     return s ? s : "";
   }
   std::string message() const {
+    if (!failure_.empty()) return failure_;
     const char* m = r_ ? PQresultErrorMessage(r_.get()) : nullptr;
     std::string s = m && *m ? m : "no result (connection lost)";
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -111,6 +119,7 @@ public:
 
 private:
   std::unique_ptr<PGresult, result_deleter> r_;
+  std::string failure_;
 };
 
 /// The persistence code of a failed statement: a full disk, a unique key
@@ -122,52 +131,72 @@ inline std::error_code code_of(const result& r) {
   return errc::storage_failure;
 }
 
-/// One connection. Not thread-safe: one user at a time.
+/// How a connection reaches its server and how long it waits for it.
+struct connection_settings {
+  /// libpq's connection string (keywords or a URI).
+  std::string conninfo;
+  /// `search_path` of the session.
+  std::string schema;
+  /// `synchronous_commit` on (else off).
+  bool sync = true;
+  /// The longest wait for one answer of the server (or for a connection):
+  /// past it the connection is cut and what was in flight has failed.
+  std::chrono::milliseconds io_timeout{30'000};
+  /// After a failed attempt to connect, none is made for this long, then
+  /// twice as long after each further failure, up to `max_backoff`:
+  /// statements meanwhile fail at once, naming the last failure.
+  std::chrono::milliseconds backoff{50};
+  std::chrono::milliseconds max_backoff{2'000};
+};
+
+/// One connection. Not thread-safe: one user at a time. Every wait for the
+/// server is bounded by `io_timeout`; a lost connection is opened again
+/// before the next statement, no sooner than its backoff allows.
 class connection {
 public:
-  /// Connects with `conninfo` (libpq's keywords or a URI) and sets the
-  /// session up: `search_path` to `schema`, and `synchronous_commit` off
-  /// unless `sync`. Throws `troupe::error` (`storage_failure`) naming the
-  /// server's message.
+  /// Connects and sets the session up: `search_path` to the schema, and
+  /// `synchronous_commit` off unless `sync`. Throws `troupe::error`
+  /// (`storage_failure`) naming the server's message.
+  explicit connection(connection_settings s) : s_(std::move(s)) { open(); }
   connection(std::string conninfo, std::string schema, bool sync)
-      : conninfo_(std::move(conninfo)), schema_(std::move(schema)), sync_(sync) {
-    open();
-  }
+      : connection(connection_settings{std::move(conninfo), std::move(schema), sync}) {}
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
   ~connection() {
     if (c_) PQfinish(c_);
   }
 
-  /// Runs `sql` (one or more statements, no parameters).
+  /// Runs `sql` (one or more statements, no parameters): the last answer,
+  /// or the first failure.
   result exec(const std::string& sql) {
     ensure();
-    return result(PQexec(c_, sql.c_str()));
+    if (!PQsendQuery(c_, sql.c_str())) return not_sent();
+    return collect();
   }
 
   /// Runs one statement with binary parameters and results.
   result exec(const std::string& sql, params& p) {
     ensure();
-    return result(PQexecParams(c_, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 1));
+    if (!PQsendQueryParams(c_, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 1))
+      return not_sent();
+    return collect();
   }
 
   /// Runs the statement prepared under `name` (prepared from `sql` on
   /// first use on this connection).
   result run(const std::string& name, const std::string& sql, params& p) {
-    ensure();
-    if (!prepared_.contains(name)) {
-      result r(PQprepare(c_, name.c_str(), sql.c_str(), p.size(), nullptr));
-      if (!r.ok()) return r;
-      prepared_.insert(name);
-    }
-    return result(PQexecPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1));
+    auto r = prepare(name, sql, p.size());
+    if (!r.ok()) return r;
+    if (!PQsendQueryPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1)) return not_sent();
+    return collect();
   }
 
   /// Prepares `sql` as `name` on this connection, once.
   result prepare(const std::string& name, const std::string& sql, int params) {
     ensure();
     if (prepared_.contains(name)) return result(PQmakeEmptyPGresult(c_, PGRES_COMMAND_OK));
-    result r(PQprepare(c_, name.c_str(), sql.c_str(), params, nullptr));
+    if (!PQsendPrepare(c_, name.c_str(), sql.c_str(), params, nullptr)) return not_sent();
+    auto r = collect();
     if (r.ok()) prepared_.insert(name);
     return r;
   }
@@ -187,18 +216,19 @@ public:
   /// The next queued statement's answer (in order; an aborted one's is
   /// `PGRES_PIPELINE_ABORTED`, not ok).
   result answer() {
-    PGresult* first = PQgetResult(c_);
+    PGresult* first = next();
+    if (!first) return lost();
     // A statement's results end with a null (the sync's with none).
-    if (first && PQresultStatus(first) != PGRES_PIPELINE_SYNC)
-      while (PGresult* more = PQgetResult(c_)) PQclear(more);
+    if (PQresultStatus(first) != PGRES_PIPELINE_SYNC)
+      while (PGresult* more = next()) PQclear(more);
     return result(first);
   }
   /// Reads up to the sync's answer, and leaves pipeline mode.
   bool leave_pipeline() {
     for (int i = 0; i < 1'000'000; ++i) {
-      PGresult* r = PQgetResult(c_);
+      PGresult* r = next();
       if (!r) {
-        if (broken()) return false;
+        if (broken() || timed_out_) return false;
         continue;
       }
       const auto st = PQresultStatus(r);
@@ -217,7 +247,7 @@ public:
   result finish() {
     result first;
     bool got = false;
-    while (PGresult* r = PQgetResult(c_)) {
+    while (PGresult* r = next()) {
       if (!got) {
         first = result(r);
         got = true;
@@ -225,6 +255,7 @@ public:
         PQclear(r);
       }
     }
+    if (!got) return lost();
     return first;
   }
 
@@ -234,7 +265,7 @@ public:
     if (c_) ::shutdown(PQsocket(c_), SHUT_RDWR);
   }
 
-  bool broken() const noexcept { return !c_ || PQstatus(c_) != CONNECTION_OK; }
+  bool broken() const noexcept { return !c_ || timed_out_ || PQstatus(c_) != CONNECTION_OK; }
 
   /// Closes the connection (in a state nothing else can use, say): the
   /// next statement opens it again.
@@ -253,9 +284,23 @@ public:
     return out;
   }
 
+  /// Attempts to connect so far (the first one included).
+  std::uint64_t connects() const noexcept { return connects_; }
+
 private:
+  using clock = std::chrono::steady_clock;
+
   void open() {
-    c_ = PQconnectdb(conninfo_.c_str());
+    ++connects_;
+    timed_out_ = false;
+    // The connect's own timeout (whole seconds, at least 2 in libpq) unless
+    // the connection string names one: its keywords come after, and win.
+    const auto secs = std::max<long long>(
+        2, (std::chrono::ceil<std::chrono::seconds>(s_.io_timeout)).count());
+    const std::string timeout = std::to_string(secs);
+    const char* keys[] = {"connect_timeout", "dbname", nullptr};
+    const char* values[] = {timeout.c_str(), s_.conninfo.c_str(), nullptr};
+    c_ = PQconnectdbParams(keys, values, 1);
     if (!c_ || PQstatus(c_) != CONNECTION_OK) {
       std::string m = c_ ? PQerrorMessage(c_) : "out of memory";
       if (c_) PQfinish(c_);
@@ -266,25 +311,107 @@ private:
     // The server's notices and warnings are not the application's stderr.
     PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
     prepared_.clear();
-    std::string setup = "SET client_min_messages = warning; SET search_path = " + identifier(schema_) + ";";
-    if (!sync_) setup += " SET synchronous_commit = off;";
-    result r(PQexec(c_, setup.c_str()));
+    std::string setup = "SET client_min_messages = warning; SET search_path = " + identifier(s_.schema) + ";";
+    if (!s_.sync) setup += " SET synchronous_commit = off;";
+    auto r = exec(setup);
     if (!r.ok()) throw error(errc::storage_failure, "setting up a PostgreSQL session: " + r.message());
   }
 
-  /// A connection the server or the network dropped is opened again before
-  /// its next statement (what was in flight failed with it).
+  /// A connection the server or the network dropped (or that timed out)
+  /// is opened again before its next statement (what was in flight failed
+  /// with it), unless the last attempt failed less than its backoff ago.
   void ensure() {
+    if (c_ && !timed_out_ && PQstatus(c_) == CONNECTION_OK && !PQisBusy(c_)) {
+      // An idle connection the server closed meanwhile (it restarted, or
+      // ended the session) has its end waiting on the socket: read it now,
+      // so that the statement goes over a new connection instead of failing.
+      // (The server's last words and the end of the stream may come in
+      // two reads: read while there is something, a few times at most.)
+      for (int i = 0; i < 4 && PQstatus(c_) == CONNECTION_OK; ++i) {
+        pollfd p{PQsocket(c_), POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0 || !PQconsumeInput(c_)) break;
+      }
+    }
     if (!broken()) return;
     if (c_) PQfinish(c_);
     c_ = nullptr;
-    open();
+    const auto now = clock::now();
+    if (now < next_attempt_) {
+      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_attempt_ - now).count();
+      throw error(errc::storage_failure,
+                  last_failure_ + " (the next attempt to connect in " + std::to_string(wait) + " ms)");
+    }
+    try {
+      open();
+      wait_ = {};
+    } catch (const error& e) {
+      last_failure_ = e.what();
+      wait_ = wait_.count() == 0 ? s_.backoff : std::min(wait_ * 2, s_.max_backoff);
+      next_attempt_ = clock::now() + wait_;
+      throw;
+    }
   }
 
-  std::string conninfo_, schema_;
-  bool sync_;
+  /// The next result, waiting for the server no longer than `io_timeout`:
+  /// past it the connection is cut (and the wait ends with none).
+  PGresult* next() {
+    if (timed_out_) return nullptr;
+    const auto until = clock::now() + s_.io_timeout;
+    while (PQisBusy(c_)) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
+      if (left <= 0) {
+        timed_out_ = true;
+        cut();
+        return nullptr;
+      }
+      pollfd p{PQsocket(c_), POLLIN, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1'000'000)));
+      if (n < 0 && errno != EINTR) break;
+      if (n > 0 && !PQconsumeInput(c_)) break; // lost: PQgetResult says so
+    }
+    return PQgetResult(c_);
+  }
+
+  /// The answers to one query: the last, or the first failure.
+  result collect() {
+    PGresult* last = nullptr;
+    while (PGresult* r = next()) {
+      const auto st = PQresultStatus(r);
+      if (last && PQresultStatus(last) == PGRES_FATAL_ERROR) {
+        PQclear(r); // (the server runs nothing after a failure)
+        continue;
+      }
+      PQclear(last);
+      last = r;
+      if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) break;
+    }
+    if (!last) return lost();
+    if (timed_out_ && PQresultStatus(last) != PGRES_FATAL_ERROR) {
+      PQclear(last);
+      return lost();
+    }
+    return result(last);
+  }
+
+  /// What a statement that could not be sent ends with.
+  result not_sent() { return result(PQmakeEmptyPGresult(c_, PGRES_FATAL_ERROR)); }
+
+  /// What a wait that ended with no answer ends with.
+  result lost() {
+    if (timed_out_)
+      return result("no answer from the PostgreSQL server within " + std::to_string(s_.io_timeout.count()) +
+                    " ms (the connection was cut)");
+    return c_ ? result(PQmakeEmptyPGresult(c_, PGRES_FATAL_ERROR)) : result();
+  }
+
+  connection_settings s_;
   PGconn* c_ = nullptr;
+  bool timed_out_ = false;
   std::set<std::string> prepared_;
+  std::uint64_t connects_ = 0;
+  std::chrono::milliseconds wait_{0};
+  clock::time_point next_attempt_{};
+  std::string last_failure_;
 };
 
 } // namespace troupe::persistence::detail::pg
