@@ -6,6 +6,8 @@
 #include <troupe/actor_system.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/persistence/memory_store.hpp>
+
+#include "../support/stores.hpp"
 #include <troupe/persistence/resume.hpp>
 #include <troupe/rocksdb/store.hpp>
 #include <troupe/rocksdb/faulty_file_system.hpp>
@@ -152,9 +154,8 @@ struct world {
   std::shared_ptr<td::transport> net;
 };
 
-std::shared_ptr<tp::journal> memory_journal() {
-  return std::make_shared<tp::journal_of<tp::memory_store>>(std::make_shared<tp::memory_store>());
-}
+/// A journal over the store the layers' tests run on (memory, or PostgreSQL).
+std::shared_ptr<tp::journal> layer_journal() { return test::fresh_journal(); }
 
 /// The senders with a delivery recorded as unconfirmed and no mark in the
 /// work index (after a crash, `resume` would never activate them).
@@ -203,7 +204,7 @@ public:
 TEST_CASE("a delivery to a receiver entity that is not live activates it; each ID is processed once across its "
           "passivations") {
   auto s = std::make_shared<seen>();
-  world w(memory_journal());
+  world w(layer_journal());
   const auto o = quick();
   auto receivers = td::entities<receiver>(w.sys, "rcv-", o, troupe::entity_options{.idle_timeout = 20ms}, s, o);
   auto senders = td::entities<sender>(w.sys, "snd-", o, troupe::entity_options{.idle_timeout = 20ms}, s, o);
@@ -226,7 +227,7 @@ TEST_CASE("a delivery to a receiver entity that is not live activates it; each I
 
 TEST_CASE("a sender entity with unconfirmed deliveries declines passivation until they are confirmed") {
   auto s = std::make_shared<seen>();
-  world w(memory_journal());
+  world w(layer_journal());
   const auto o = quick();
   auto senders = td::entities<sender>(w.sys, "snd-", o, troupe::entity_options{.idle_timeout = 10ms}, s, o);
   // To a receiver that does not exist yet: redelivered, unconfirmed.
@@ -367,7 +368,7 @@ TEST_CASE("under slow syncs, sender entities that passivate between a confirmati
 TEST_CASE("an entity constructed without delivery options has those given to delivery::entities, and one given "
           "others does not activate") {
   auto s = std::make_shared<seen>();
-  world w(memory_journal());
+  world w(layer_journal());
   auto o = quick();
   o.redelivery.max_attempts = 7;
   o.dedup.cached_marks = 17;
@@ -381,7 +382,7 @@ TEST_CASE("an entity constructed without delivery options has those given to del
 }
 
 TEST_CASE("a store written before the work index had senders with unconfirmed deliveries: they are indexed once") {
-  auto j = memory_journal();
+  auto j = layer_journal();
   auto deliveries = j->open_table("deliveries");
   // A pending delivery of snd-old, as the delivery layer records it.
   std::promise<std::error_code> p;
@@ -405,7 +406,7 @@ TEST_CASE("a store written before the work index had senders with unconfirmed de
 
 TEST_CASE("the transport forgets a reliable actor that stopped, and keeps an entity type's policy by its prefix") {
   auto s = std::make_shared<seen>();
-  world w(memory_journal());
+  world w(layer_journal());
   const auto o = quick();
   auto r = w.sys.spawn<receiver>(troupe::persistence_id{"plain"}, s, o);
   REQUIRE(eventually([&] { return w.net->knows("plain"); }));

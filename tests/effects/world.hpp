@@ -11,6 +11,8 @@
 #include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 
+#include "../support/stores.hpp"
+
 #include "../support.hpp"
 
 #include <asio/io_context.hpp>
@@ -330,7 +332,7 @@ inline te::dispatcher_options fast_dispatcher(std::string name = "dispatcher") {
 }
 
 struct world {
-  std::shared_ptr<tp::memory_store> store = std::make_shared<tp::memory_store>();
+  test::durable_store store;
   std::shared_ptr<troupe::testing::faulty_journal> journal;
   std::unique_ptr<troupe::actor_system> sys;
   std::shared_ptr<probe> probes = std::make_shared<probe>();
@@ -341,8 +343,7 @@ struct world {
   void boot() {
     sys.reset();
     journal.reset();
-    journal =
-        std::make_shared<troupe::testing::faulty_journal>(std::make_shared<tp::journal_of<tp::memory_store>>(store));
+    journal = std::make_shared<troupe::testing::faulty_journal>(store.open_process());
     sys = std::make_unique<troupe::actor_system>();
     tp::set_journal(*sys, journal);
     td::set_transport(*sys);
@@ -381,7 +382,11 @@ struct world {
 
   /// The store drops the outbox records whose time has come (as a
   /// compaction would).
-  void drop_expired() { REQUIRE_FALSE(store->drop_expired(store->open_table("outbox"))); }
+  void drop_expired() {
+    // (Through the process's journal: the expiry rule is registered there.)
+    REQUIRE(journal);
+    REQUIRE_FALSE(journal->drop_expired(journal->open_table("outbox")));
+  }
 
   /// The outbox record of `id` in the store, if any.
   std::optional<te::effect_info> record(const std::string& id) {
