@@ -26,6 +26,9 @@
 #include <troupe/delivery/entities.hpp>
 #include <troupe/persistence/resume.hpp>
 #include <troupe/rocksdb/store.hpp>
+#if defined(TROUPE_ORDERS_WITH_POSTGRES)
+#include <troupe/postgres/store.hpp>
+#endif
 
 #include <asio/use_future.hpp>
 
@@ -81,6 +84,9 @@ struct args {
   long warehouses = default_warehouses; // bench (it starts from an empty directory)
   long threads = 0;      // worker threads (0: one per core)
   std::string keep_wal{}; // bench: move the store's WAL files here instead of deleting them
+  std::string store{};    // run, verify, torture: a postgresql:// URI (else RocksDB under --dir)
+  std::string schema = "troupe_orders"; // the PostgreSQL schema of the orders' store
+  bool postgres() const { return !store.empty(); }
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -91,6 +97,8 @@ struct args {
             << "       troupe_orders torture --cycles K --orders N --seed S --dir D\n"
             << "       troupe_orders bench --orders N --dir D [--in-flight W] [--slice S] [--warehouses K]"
                " [--keep-wal W]\n"
+            << "       run, verify and torture take --store postgresql://... [--schema S]: the orders' store on\n"
+            << "       PostgreSQL (else RocksDB under --dir; the simulated services stay under --dir)\n"
             << "       troupe_orders bench-restart --orders F --under-way U --dir D [--repeat R]\n";
   std::exit(2);
 }
@@ -133,6 +141,10 @@ args parse(int argc, char** argv) {
         a.warehouses = std::stol(v);
       else if (k == "--keep-wal" && a.command == "bench")
         a.keep_wal = v;
+      else if (k == "--store" && (a.command == "run" || a.command == "verify" || a.command == "torture"))
+        a.store = v;
+      else if (k == "--schema" && (a.command == "run" || a.command == "verify" || a.command == "torture"))
+        a.schema = v;
       else if (k == "--threads" && (a.command == "run" || a.command == "bench" || a.command == "bench-restart"))
         a.threads = std::stol(v);
       else
@@ -142,6 +154,12 @@ args parse(int argc, char** argv) {
     }
   }
   if (a.dir.empty()) usage("--dir is required");
+  if (a.postgres() && !a.store.starts_with("postgresql://") && !a.store.starts_with("postgres://"))
+    usage("--store takes a postgresql:// URI (RocksDB, the default, needs none)");
+#if !defined(TROUPE_ORDERS_WITH_POSTGRES)
+  if (a.postgres()) usage("--store: this troupe_orders was built without the PostgreSQL engine (libpq-dev)");
+#endif
+  if (a.schema.empty()) usage("--schema must not be empty");
   if (a.warehouses < 1) usage("--warehouses must be at least 1");
   if (a.threads < 0) usage("--threads must not be negative");
   if (a.orders < 1) usage("--orders must be at least 1");
@@ -154,6 +172,37 @@ args parse(int argc, char** argv) {
 }
 
 fs::path store_dir(const args& a) { return fs::path(a.dir) / "troupe"; }
+
+#if defined(TROUPE_ORDERS_WITH_POSTGRES)
+tp::postgres_options postgres_options(const args& a) {
+  tp::postgres_options o;
+  o.conninfo = a.store;
+  o.schema = a.schema;
+  return o;
+}
+#endif
+
+/// Calls `f` with the orders' store (RocksDB under --dir, or PostgreSQL).
+template <class F>
+void with_store(const args& a, F f) {
+  if (a.postgres()) {
+#if defined(TROUPE_ORDERS_WITH_POSTGRES)
+    tp::postgres_store s(postgres_options(a));
+    f(s);
+#endif
+    return;
+  }
+  tp::rocksdb_store s(store_dir(a).string());
+  f(s);
+}
+
+/// A new store: the directory emptied, the PostgreSQL schema dropped.
+void wipe(const args& a) {
+  fs::remove_all(a.dir);
+#if defined(TROUPE_ORDERS_WITH_POSTGRES)
+  if (a.postgres()) tp::postgres_store::drop_schema(a.store, a.schema);
+#endif
+}
 fs::path gateway_dir(const args& a) { return fs::path(a.dir) / "gateway"; }
 fs::path mail_dir(const args& a) { return fs::path(a.dir) / "mail"; }
 
@@ -272,10 +321,17 @@ public:
   explicit shop_process(const args& a, bool show_progress)
       : gateway_(make_gateway(a)), mail_(make_mail(a)), track(std::make_shared<progress>(show_progress)),
         sys(troupe::system_config{.threads = static_cast<std::size_t>(a.threads)}) {
-    tp::rocksdb_options so; // sync: survives power loss
-    if (!a.keep_wal.empty()) so.file_system = std::make_shared<wal_keeper>(a.keep_wal);
-    store = std::make_shared<tp::rocksdb_store>(store_dir(a).string(), so);
-    journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+    if (a.postgres()) {
+#if defined(TROUPE_ORDERS_WITH_POSTGRES)
+      journal = std::make_shared<tp::journal_of<tp::postgres_store>>(
+          std::make_shared<tp::postgres_store>(postgres_options(a))); // sync: survives the server's power loss
+#endif
+    } else {
+      tp::rocksdb_options so; // sync: survives power loss
+      if (!a.keep_wal.empty()) so.file_system = std::make_shared<wal_keeper>(a.keep_wal);
+      store = std::make_shared<tp::rocksdb_store>(store_dir(a).string(), so);
+      journal = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+    }
     tp::set_journal(sys, journal);
     td::set_transport(sys);
     te::retry_policy retries;
@@ -372,8 +428,8 @@ private:
 public:
   std::shared_ptr<progress> track;
   troupe::actor_system sys;
-  std::shared_ptr<tp::rocksdb_store> store;
-  std::shared_ptr<tp::journal_of<tp::rocksdb_store>> journal;
+  std::shared_ptr<tp::rocksdb_store> store; // (none on PostgreSQL)
+  std::shared_ptr<tp::journal> journal;
   troupe::actor_ref<shop> the_shop;
   troupe::entity_region<order> orders;
   long long_lived = 0; // warehouses and the shop
@@ -634,8 +690,7 @@ int bench(const args& a) {
 boost::json::object verify(const args& a) {
   long completed = 0, lost = 0, stuck = 0, failed = 0, unknown = 0, mail_failed = 0;
   std::set<long> known;
-  {
-    tp::rocksdb_store store(store_dir(a).string());
+  with_store(a, [&](auto& store) {
     for (long n = 1; n <= a.orders; ++n) {
       order_state s;
       auto ec = store.replay(order_pid(n), 1, tp::max_sequence_nr, UINT64_MAX,
@@ -656,7 +711,7 @@ boost::json::object verify(const args& a) {
       else
         ++stuck;
     }
-  }
+  });
   // The providers' own records.
   tk::simulator_options go;
   go.path = gateway_dir(a).string();
@@ -695,6 +750,7 @@ boost::json::object verify(const args& a) {
   for (long n = 1; n <= a.orders; ++n)
     if (!known.contains(n)) ++lost;
   return {{"orders", a.orders},
+          {"store", a.postgres() ? "postgresql" : "rocksdb"},
           {"placed", static_cast<long>(known.size())},
           {"completed", completed},
           {"charges", charges},
@@ -730,8 +786,13 @@ pid_t start_child(const args& a, std::uint64_t seed, int& out, long upto, double
     if (null >= 0) dup2(null, 2); // no progress display from the child
     auto n = std::to_string(a.orders), s = std::to_string(seed), u = std::to_string(upto),
          r = std::to_string(arrivals);
-    execl(self.c_str(), self.c_str(), "run", "--orders", n.c_str(), "--dir", a.dir.c_str(), "--seed", s.c_str(),
-          "--upto", u.c_str(), "--arrivals", r.c_str(), static_cast<char*>(nullptr));
+    if (a.postgres())
+      execl(self.c_str(), self.c_str(), "run", "--orders", n.c_str(), "--dir", a.dir.c_str(), "--seed", s.c_str(),
+            "--upto", u.c_str(), "--arrivals", r.c_str(), "--store", a.store.c_str(), "--schema", a.schema.c_str(),
+            static_cast<char*>(nullptr));
+    else
+      execl(self.c_str(), self.c_str(), "run", "--orders", n.c_str(), "--dir", a.dir.c_str(), "--seed", s.c_str(),
+            "--upto", u.c_str(), "--arrivals", r.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
@@ -757,7 +818,7 @@ bool wait_for(int fd, const std::string& marker, std::chrono::milliseconds limit
 }
 
 int torture(const args& a) {
-  fs::remove_all(a.dir);
+  wipe(a);
   fs::create_directories(a.dir);
   std::cout << "torture: " << a.cycles << " cycles, " << a.orders << " orders, seed " << a.seed << ", dir " << a.dir
             << std::endl;
