@@ -91,6 +91,68 @@ TEST_CASE("a commit the network loses on its way is resolved as not committed: t
   CHECK(contiguous(s, "p") == 3);
 }
 
+// A connection lost between two statements of a transaction takes the
+// transaction with it (the server rolls it back). The store must not go on
+// with the transaction's next statements on a new connection: outside any
+// transaction they would each commit alone, and COMMIT there succeeds
+// without committing anything.
+TEST_CASE("a connection lost after a group's statements, before its COMMIT: the write fails, nothing of it stays") {
+  test::pg::schema db;
+  tt::tcp_proxy proxy("127.0.0.1", test::pg::server_port());
+  tp::postgres_store s(db.options_via(proxy.port()));
+  auto t = s.open_table("t");
+  const std::string pid = "p-between-statements";
+  REQUIRE(!s.write(pid, events(1, 1)));
+  for (int round = 0; round < 5; ++round) {
+    // The pipeline names the ID: its answers come back, then the cut.
+    proxy.cut_after_answer_to(pid);
+    const auto key = "k" + std::to_string(round);
+    const auto ec = s.write(pid, events(2, 4), {tp::table_write::put(t, key, "v")});
+    INFO("round " << round << ": " << ec.message() << ": " << s.last_failure());
+    CHECK(ec == tp::errc::storage_failure);
+    CHECK(contiguous(s, pid) == 1);
+    std::optional<std::string> v;
+    REQUIRE(!s.get(t, key, v));
+    CHECK_FALSE(v);
+  }
+  // The numbers are still free, and the store writes them now.
+  CHECK(!s.write(pid, events(2, 2)));
+  CHECK(contiguous(s, pid) == 2);
+}
+
+TEST_CASE("a connection lost inside drop_expired's transaction: nothing of it is applied, the floor included") {
+  test::pg::schema db;
+  tt::tcp_proxy proxy("127.0.0.1", test::pg::server_port());
+  tp::postgres_store s(db.options_via(proxy.port()));
+  auto t = s.open_table("expiring");
+  s.set_expiry(t, [](std::string_view, std::string_view) -> std::optional<std::int64_t> { return 1; });
+  REQUIRE(!s.write("", {}, {tp::table_write::put(t, "a", "1"), tp::table_write::put(t, "b", "2")}));
+  const auto floor = s.expired_through();
+  // BEGIN is answered, then the connection is cut; and the first DELETE
+  // sent after would be lost on its way.
+  proxy.cut_after_answer_to("BEGIN");
+  proxy.lose_request("DELETE");
+  const auto ec = s.drop_expired(t);
+  INFO(ec.message() << ": " << s.last_failure());
+  CHECK(ec == tp::errc::storage_failure);
+  std::optional<std::string> a, b;
+  REQUIRE(!s.get(t, "a", a));
+  REQUIRE(!s.get(t, "b", b));
+  CHECK(a == "1");
+  CHECK(b == "2");
+  CHECK(s.expired_through() == floor);
+  {
+    tp::postgres_store again(db.options());
+    CHECK(again.expired_through() == floor); // nor the stored floor
+  }
+  // And once the network is fine, both go, with the floor.
+  proxy.lose_request("\x01never\x02"); // (disarms the DELETE's loss)
+  REQUIRE(!s.drop_expired(t));
+  REQUIRE(!s.get(t, "a", a));
+  CHECK_FALSE(a);
+  CHECK(s.expired_through() > floor);
+}
+
 TEST_CASE("a server that is down: writes fail naming why, attempts to connect back off, and writes resume when it is up") {
   test::pg::schema db;
   tt::tcp_proxy proxy("127.0.0.1", test::pg::server_port());

@@ -536,6 +536,9 @@ private:
   /// again (thrown) into `storage_failure`.
   template <class F>
   std::error_code guarded(detail::pg::connection& c, F&& f) const {
+    // Each use is whole (a transaction ends within it): one whose
+    // connection was lost leaves nothing that refuses the next use.
+    detail::pg::use_scope use{c};
     try {
       return f(c);
     } catch (const std::exception& e) {
@@ -554,6 +557,7 @@ private:
   void create_schema() {
     std::lock_guard g(reader_mutex_);
     auto& c = reader_;
+    detail::pg::use_scope use{c};
     const auto schema = c.identifier(options_.schema);
     // One process creates at a time (CREATE ... IF NOT EXISTS races with
     // itself on the catalog).
@@ -595,6 +599,7 @@ private:
     if (name.empty()) throw error(troupe::errc::invalid_argument, "a table name must not be empty");
     std::lock_guard g(reader_mutex_);
     auto& c = reader_;
+    detail::pg::use_scope use{c}; // (a transaction below, whose connection may be lost)
     detail::pg::params p;
     p.bytes(name);
     auto r = c.exec("SELECT id FROM troupe_tables WHERE name = $1", p);
@@ -768,6 +773,8 @@ private:
   /// or the server cannot be reached, for `resolve_for`; none when it could
   /// not say by then.
   std::optional<bool> resolve(std::int64_t txid) {
+    // (The transaction's session is gone: asked on a new one.)
+    writer_conn_.drop();
     const auto until = std::chrono::steady_clock::now() + options_.resolve_for;
     auto pause = std::chrono::milliseconds(2);
     for (;;) {

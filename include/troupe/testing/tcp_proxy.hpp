@@ -101,6 +101,13 @@ public:
   }
 
   /// The next time a chunk that contains `request` goes to the server, it
+  /// goes through, its answer comes back, and then the connection is cut
+  /// (a server that ends the session, a reset between two statements).
+  void cut_after_answer_to(std::string request) {
+    run([this, r = std::move(request)]() mutable { cut_after_answer_to_ = std::move(r); });
+  }
+
+  /// The next time a chunk that contains `request` goes to the server, it
   /// goes through, and a partition begins (as `partition(true)`): its
   /// answer is held until the partition ends.
   void partition_after(std::string request) {
@@ -129,6 +136,7 @@ private:
     tcp::socket client, server;
     bool closed = false;
     bool answer_lost = false; // the next byte to the client cuts instead
+    bool cut_after_answer = false; // the next bytes to the client go through, then the link is cut
     std::array<std::string, 2> tail; // each way's last bytes, for a request split over chunks
     explicit link(asio::io_context& io) : client(io), server(io) {}
     void close() {
@@ -243,6 +251,10 @@ private:
           lose_answer_to_.clear();
           l->answer_lost = true; // (before the request leaves: its answer cannot overtake this)
         }
+        if (holds(*l, f, chunk, cut_after_answer_to_)) {
+          cut_after_answer_to_.clear();
+          l->cut_after_answer = true;
+        }
         if (holds(*l, f, chunk, partition_after_)) {
           partition_after_.clear();
           partitioned_ = true; // (likewise)
@@ -252,6 +264,10 @@ private:
       co_await asio::async_write(to, asio::buffer(buf.data(), n), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
       bytes_[static_cast<int>(f)] += n;
+      if (f == flow::to_client && l->cut_after_answer) {
+        ++cuts_;
+        break;
+      }
     }
     l->close();
     std::erase(wakers_, waker);
@@ -267,7 +283,7 @@ private:
   std::vector<std::shared_ptr<asio::steady_timer>> wakers_;
   bool refusing_ = false;
   bool partitioned_ = false;
-  std::string lose_answer_to_, lose_request_, partition_after_;
+  std::string lose_answer_to_, lose_request_, partition_after_, cut_after_answer_to_;
   // Read anywhere:
   std::atomic<std::uint64_t> accepted_{0}, refused_{0}, cuts_{0};
   std::array<std::atomic<std::uint64_t>, 2> bytes_{};

@@ -169,14 +169,14 @@ public:
   /// Runs `sql` (one or more statements, no parameters): the last answer,
   /// or the first failure.
   result exec(const std::string& sql) {
-    ensure();
+    ensure(opens(sql));
     if (!PQsendQuery(c_, sql.c_str())) return not_sent();
     return collect();
   }
 
   /// Runs one statement with binary parameters and results.
   result exec(const std::string& sql, params& p) {
-    ensure();
+    ensure(opens(sql));
     if (!PQsendQueryParams(c_, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 1))
       return not_sent();
     return collect();
@@ -240,7 +240,7 @@ public:
 
   /// Sends `sql` without waiting for its answer (`finish` reads it).
   bool send(const std::string& sql) {
-    ensure();
+    ensure(opens(sql));
     return PQsendQuery(c_, sql.c_str()) == 1;
   }
   /// The answer to what `send` sent (the first result; the rest read).
@@ -267,11 +267,24 @@ public:
 
   bool broken() const noexcept { return !c_ || timed_out_ || PQstatus(c_) != CONNECTION_OK; }
 
-  /// Closes the connection (in a state nothing else can use, say): the
-  /// next statement opens it again.
+  /// Closes the connection (in a state nothing else can use, say), and
+  /// abandons its transaction if one was open (the server rolls it back):
+  /// the next statement opens a new connection.
   void drop() noexcept {
     if (c_) PQfinish(c_);
     c_ = nullptr;
+    in_transaction_ = false;
+    lost_transaction_ = false;
+  }
+
+  /// Whether statements are refused because the connection of a
+  /// transaction was lost (until one that begins or rolls back).
+  bool lost_transaction() const noexcept { return lost_transaction_; }
+  /// Ends a user's work with the connection: a transaction whose
+  /// connection was lost is abandoned (the next statement, whatever it is,
+  /// goes over a new connection).
+  void end_use() noexcept {
+    if (lost_transaction_) drop();
   }
 
   /// The identifier `s` quoted for SQL.
@@ -317,10 +330,34 @@ private:
     if (!r.ok()) throw error(errc::storage_failure, "setting up a PostgreSQL session: " + r.message());
   }
 
+  /// Whether `sql` begins a new transaction, or ends one by rolling it
+  /// back: the statements that may run on a new connection after a
+  /// transaction's was lost.
+  static bool opens(const std::string& sql) noexcept {
+    const std::string_view v(sql);
+    return v.starts_with("BEGIN") || v == "ROLLBACK" || v.starts_with("ROLLBACK;");
+  }
+
   /// A connection the server or the network dropped (or that timed out)
   /// is opened again before its next statement (what was in flight failed
   /// with it), unless the last attempt failed less than its backoff ago.
-  void ensure() {
+  /// Never in the middle of a transaction: once the connection of a
+  /// session inside a transaction block is lost, the transaction is gone
+  /// (the server rolls it back), and a statement of it run on a new
+  /// connection would run outside any transaction (a COMMIT there would
+  /// even succeed, committing nothing). So every statement fails until one
+  /// that `opens` (a BEGIN, a ROLLBACK) or a `drop`.
+  void ensure(bool opening = false) {
+    if (c_ && PQstatus(c_) == CONNECTION_OK && !timed_out_) {
+      // (Busy: a statement's answers are being read; the status is the one
+      // before it, already recorded.)
+      switch (PQtransactionStatus(c_)) {
+      case PQTRANS_INTRANS:
+      case PQTRANS_INERROR: in_transaction_ = true; break;
+      case PQTRANS_IDLE: in_transaction_ = false; break;
+      default: break;
+      }
+    }
     if (c_ && !timed_out_ && PQstatus(c_) == CONNECTION_OK && !PQisBusy(c_)) {
       // An idle connection the server closed meanwhile (it restarted, or
       // ended the session) has its end waiting on the socket: read it now,
@@ -332,7 +369,23 @@ private:
         if (::poll(&p, 1, 0) <= 0 || !PQconsumeInput(c_)) break;
       }
     }
-    if (!broken()) return;
+    if (!broken()) {
+      lost_transaction_ = false;
+      return;
+    }
+    if (in_transaction_) {
+      lost_transaction_ = true;
+      in_transaction_ = false;
+    }
+    if (lost_transaction_ && !opening) {
+      std::string why = c_ ? PQerrorMessage(c_) : "";
+      while (!why.empty() && why.back() == '\n') why.pop_back();
+      if (timed_out_) why = "no answer within " + std::to_string(s_.io_timeout.count()) + " ms";
+      throw error(errc::storage_failure,
+                  "the connection to PostgreSQL was lost inside a transaction, which none of it committed" +
+                      (why.empty() ? std::string() : " (" + why + ")"));
+    }
+    lost_transaction_ = false;
     if (c_) PQfinish(c_);
     c_ = nullptr;
     const auto now = clock::now();
@@ -407,11 +460,26 @@ private:
   connection_settings s_;
   PGconn* c_ = nullptr;
   bool timed_out_ = false;
+  /// The session was inside a transaction block when last seen alive.
+  bool in_transaction_ = false;
+  /// Its connection was lost so: statements fail until one that `opens`.
+  bool lost_transaction_ = false;
   std::set<std::string> prepared_;
   std::uint64_t connects_ = 0;
   std::chrono::milliseconds wait_{0};
   clock::time_point next_attempt_{};
   std::string last_failure_;
+};
+
+/// Ends a use of a connection (`connection::end_use`) as it goes out of
+/// scope: a transaction whose connection was lost within the use is
+/// abandoned with it, however the use ended.
+struct use_scope {
+  connection& c;
+  explicit use_scope(connection& of) noexcept : c(of) {}
+  use_scope(const use_scope&) = delete;
+  use_scope& operator=(const use_scope&) = delete;
+  ~use_scope() { c.end_use(); }
 };
 
 } // namespace troupe::persistence::detail::pg
