@@ -16,8 +16,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -151,6 +153,103 @@ TEST_CASE("a connection lost inside drop_expired's transaction: nothing of it is
   REQUIRE(!s.get(t, "a", a));
   CHECK_FALSE(a);
   CHECK(s.expired_through() > floor);
+}
+
+// Writers in parallel (their writes grouped into shared transactions)
+// while the network between the store and the server is cut, partitioned
+// and refuses connections at seeded random moments. Each write puts its
+// last sequence number in a table with its events: after the storm, every
+// acknowledged write is stored, each ID's events run 1..n without a gap,
+// its highest is n, and its table value is n (all of each write or none).
+TEST_CASE("under a seeded storm of cuts, partitions and refusals, every acknowledged write is stored whole, and "
+          "nothing else") {
+  const auto seed = std::random_device{}();
+  INFO("seed " << seed << " (the storm's moments; the server's timing is not seeded)");
+  test::pg::schema db;
+  {
+    tp::postgres_store direct(db.options());
+    (void)direct.open_table("last");
+  }
+  tt::tcp_proxy proxy("127.0.0.1", test::pg::server_port());
+  auto o = db.options_via(proxy.port());
+  o.io_timeout = 200ms;
+  o.resolve_for = 5s;
+  o.reconnect_backoff = 5ms;
+  o.max_reconnect_backoff = 50ms;
+  tp::postgres_store s(o);
+  const auto t = s.open_table("last");
+  constexpr int writers = 8;
+  std::atomic<bool> stop{false};
+  std::atomic<long> acknowledged{0}, failed{0}, mismatches{0};
+  std::vector<tp::sequence_nr> top(writers, 0);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w)
+    threads.emplace_back([&, w] {
+      std::mt19937 rng(seed + w);
+      const std::string pid = "storm-" + std::to_string(w);
+      tp::sequence_nr next = 1;
+      while (!stop) {
+        const auto last = next + rng() % 4;
+        const auto ec = s.write(pid, events(next, last), {tp::table_write::put(t, pid, std::to_string(last))});
+        if (!ec) {
+          ++acknowledged;
+          top[w] = last;
+          next = last + 1;
+          continue;
+        }
+        ++failed;
+        mismatches += ec == tp::errc::sequence_mismatch;
+        // Failed, or committed without an answer: the server says which.
+        for (;;) {
+          try {
+            next = s.highest_sequence_nr(pid) + 1;
+            break;
+          } catch (const std::exception&) {
+            std::this_thread::sleep_for(5ms);
+          }
+        }
+      }
+    });
+  std::mt19937 rng(seed);
+  const auto end = std::chrono::steady_clock::now() + 4s;
+  while (std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 30'000));
+    const auto what = rng() % 10;
+    if (what < 7) {
+      proxy.cut();
+    } else if (what < 9) {
+      proxy.partition(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 400));
+      proxy.partition(false);
+    } else {
+      proxy.refuse(true);
+      proxy.cut();
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 100));
+      proxy.refuse(false);
+    }
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+  INFO(acknowledged << " writes acknowledged, " << failed << " failed; " << proxy.cuts() << " cuts");
+  CHECK(acknowledged > 0);
+  CHECK(failed > 0); // (the storm reached the writes)
+  CHECK(mismatches == 0); // a writer that asked the server never collides
+  tp::postgres_store direct(db.options());
+  const auto last = direct.open_table("last");
+  for (int w = 0; w < writers; ++w) {
+    const std::string pid = "storm-" + std::to_string(w);
+    INFO(pid << ", acknowledged through " << top[w]);
+    const auto n = contiguous(direct, pid);
+    CHECK(n >= top[w]);
+    CHECK(direct.highest_sequence_nr(pid) == n);
+    std::optional<std::string> v;
+    REQUIRE(!direct.get(last, pid, v));
+    if (n == 0) {
+      CHECK_FALSE(v);
+    } else {
+      CHECK(v == std::to_string(n));
+    }
+  }
 }
 
 TEST_CASE("a server that is down: writes fail naming why, attempts to connect back off, and writes resume when it is up") {
