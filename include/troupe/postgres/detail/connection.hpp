@@ -326,6 +326,13 @@ private:
     prepared_.clear();
     std::string setup = "SET client_min_messages = warning; SET search_path = " + identifier(s_.schema) + ";";
     if (!s_.sync) setup += " SET synchronous_commit = off;";
+    // Every statement is prepared, and each is a lookup or a range by a
+    // primary key, which a generic plan serves. Custom plans (PostgreSQL's
+    // first five executions of each) are planned from statistics that a
+    // table just written does not have yet: a replay's first pages were
+    // planned as a scan of the whole journal and a sort, 26 ms each
+    // against 0.3 ms (100,000 events).
+    if (PQserverVersion(c_) >= 120000) setup += " SET plan_cache_mode = force_generic_plan;";
     auto r = exec(setup);
     if (!r.ok()) throw error(errc::storage_failure, "setting up a PostgreSQL session: " + r.message());
   }
