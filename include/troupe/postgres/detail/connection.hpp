@@ -45,6 +45,36 @@ public:
     return add(std::move(b));
   }
 
+  /// A one-dimensional array without nulls of the type `element_oid`,
+  /// from its elements' binary forms (PostgreSQL's binary array format).
+  params& array(std::uint32_t element_oid, const std::vector<std::string>& elements) {
+    std::string b;
+    std::size_t size = 20;
+    for (auto& e : elements) size += 4 + e.size();
+    b.reserve(size);
+    troupe::detail::put_be<4>(b, 1); // dimensions
+    troupe::detail::put_be<4>(b, 0); // no nulls
+    troupe::detail::put_be<4>(b, element_oid);
+    troupe::detail::put_be<4>(b, static_cast<std::uint32_t>(elements.size()));
+    troupe::detail::put_be<4>(b, 1); // lower bound
+    for (auto& e : elements) {
+      troupe::detail::put_be<4>(b, static_cast<std::uint32_t>(e.size()));
+      b += e;
+    }
+    return add(std::move(b));
+  }
+  static constexpr std::uint32_t bytea_oid = 17, int8_oid = 20, int4_oid = 23;
+  static std::string be64(std::int64_t v) {
+    std::string b;
+    troupe::detail::put_be<8>(b, static_cast<std::uint64_t>(v));
+    return b;
+  }
+  static std::string be32(std::int32_t v) {
+    std::string b;
+    troupe::detail::put_be<4>(b, static_cast<std::uint32_t>(v));
+    return b;
+  }
+
   int size() const noexcept { return static_cast<int>(values_.size()); }
   const char* const* values() {
     ptrs_.clear();
