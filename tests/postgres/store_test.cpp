@@ -123,6 +123,56 @@ TEST_CASE("writes queued while a commit is under way go into the next commit, ea
   CHECK(c.one_at_a_time >= 1);   // the groups with a failing write, again statement by statement
 }
 
+// The writes of IDs the store holds go as one statement per group (and
+// their events as one more): a check that fails there still fails only its
+// own write.
+TEST_CASE("a group of writes of held IDs: a mismatch, a fenced ID and two writes of one ID in the group each end as alone") {
+  test::pg::schema db;
+  tp::postgres_store s(db.options());
+  auto t = s.open_table("t");
+  constexpr int n = 200;
+  for (int i = 0; i < n; ++i) REQUIRE(!s.write("h-" + std::to_string(i), events(1, 1)));
+  {
+    tp::postgres_store other(db.options());
+    REQUIRE(!other.claim("h-7")); // h-7 now has a newer writer
+  }
+  struct outcome {
+    std::string pid;
+    tp::sequence_nr first;
+    std::promise<std::error_code> done;
+  };
+  std::vector<outcome> out;
+  out.reserve(n + 1);
+  for (int i = 0; i < n; ++i) {
+    const tp::sequence_nr first = i % 10 == 3 ? 3 : 2; // every tenth skips a number
+    out.push_back({"h-" + std::to_string(i), first, {}});
+  }
+  out.push_back({"h-5", 3, {}}); // a second write of h-5 in the same burst
+  for (auto& o : out)
+    s.submit(o.pid, events(o.first, o.first), {tp::table_write::put(t, o.pid + "/" + std::to_string(o.first), "v")},
+             [&o](std::error_code ec) { o.done.set_value(ec); });
+  for (auto& o : out) {
+    const auto ec = o.done.get_future().get();
+    INFO(o.pid << " from " << o.first << ": " << ec.message());
+    std::optional<std::string> v;
+    REQUIRE(!s.get(t, o.pid + "/" + std::to_string(o.first), v));
+    if (o.pid == "h-7") {
+      CHECK(ec == tp::errc::fenced);
+      CHECK_FALSE(v);
+    } else if (o.first == 3 && o.pid != "h-5") {
+      CHECK(ec == tp::errc::sequence_mismatch);
+      CHECK_FALSE(v);
+    } else {
+      CHECK_FALSE(ec);
+      CHECK(v == "v");
+    }
+  }
+  CHECK(s.highest_sequence_nr("h-5") == 3);
+  CHECK(s.highest_sequence_nr("h-3") == 1);
+  CHECK(s.highest_sequence_nr("h-0") == 2);
+  CHECK(s.counts().one_at_a_time >= 1);
+}
+
 // The connection is cut after COMMIT was sent and before its answer came
 // (every third commit): the write must complete with what happened to it,
 // asked of the server, never with a blind failure for a write that did
