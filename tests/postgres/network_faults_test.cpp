@@ -8,6 +8,7 @@
 
 #include "../support.hpp"
 
+#include <troupe/detail/clock.hpp>
 #include <troupe/testing/tcp_proxy.hpp>
 
 #include <catch2/catch.hpp>
@@ -250,6 +251,55 @@ TEST_CASE("under a seeded storm of cuts, partitions and refusals, every acknowle
       CHECK(v == std::to_string(n));
     }
   }
+}
+
+// A statement larger than what the sockets' buffers hold is sent in
+// pieces, each waiting for the server to read: that wait too is bounded.
+TEST_CASE("a write larger than the sockets' buffers to a server that stops reading fails within its time limit") {
+  test::pg::schema db;
+  tt::tcp_proxy proxy("127.0.0.1", test::pg::server_port());
+  auto o = db.options_via(proxy.port());
+  o.io_timeout = 1000ms;
+  o.resolve_for = 1s;
+  tp::postgres_store s(o);
+  REQUIRE(!s.write("p", events(1, 1)));
+  const std::string big(8u << 20, 'z');
+  proxy.partition_after(std::string(64, 'z')); // once the payload is on its way
+  std::atomic<bool> done{false};
+  std::thread heal([&] {
+    for (int i = 0; i < 150 && !done; ++i) std::this_thread::sleep_for(100ms);
+    proxy.partition(false); // (15 s: the code before waited until now)
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const auto ec = s.write("p", {{2, "m", 1, big}});
+  const auto took = std::chrono::steady_clock::now() - start;
+  done = true;
+  heal.join();
+  INFO(ec.message() << ": " << s.last_failure());
+  CHECK(ec == tp::errc::storage_failure);
+  // io_timeout, then the commit's outcome asked for up to resolve_for.
+  CHECK(took < 8s);
+  CHECK(contains(s.last_failure(), "no answer from the PostgreSQL server within 1000 ms"));
+  // The network is fine again: the same store writes.
+  CHECK(test::eventually([&] { return !s.write("p", events(2, 2)); }, 10s));
+  CHECK(contiguous(s, "p") == 2);
+}
+
+TEST_CASE("drop_expired whose COMMIT's answer is lost: what it may have dropped is under the store's expiry floor") {
+  test::pg::schema db;
+  tt::tcp_proxy proxy("127.0.0.1", test::pg::server_port());
+  tp::postgres_store s(db.options_via(proxy.port()));
+  auto t = s.open_table("expiring");
+  s.set_expiry(t, [](std::string_view, std::string_view v) -> std::optional<std::int64_t> { return std::stoll(std::string(v)); });
+  const auto expiry = troupe::detail::now_ms() - 1000;
+  REQUIRE(!s.write("", {}, {tp::table_write::put(t, "m", std::to_string(expiry))}));
+  proxy.lose_answer_to("COMMIT");
+  (void)s.drop_expired(t); // failed, or not: the server committed it
+  std::optional<std::string> v;
+  REQUIRE(test::eventually([&] { return !s.get(t, "m", v); }, 5s));
+  INFO("floor " << s.expired_through() << ", expiry " << expiry);
+  CHECK_FALSE(v); // dropped...
+  CHECK(s.expired_through() >= expiry); // ...and so under the floor the store reports
 }
 
 TEST_CASE("a server that is down: writes fail naming why, attempts to connect back off, and writes resume when it is up") {

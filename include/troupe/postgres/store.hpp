@@ -191,7 +191,16 @@ public:
             p.bytes(gone[i].first).bytes(gone[i].second);
             r = c.run("expire_" + n, "DELETE FROM " + n + " WHERE key = $1 AND value = $2", p);
           }
-          if (r.ok()) r = c.exec("COMMIT");
+          if (r.ok()) {
+            // Raised before COMMIT is sent: a commit whose answer is lost
+            // may have dropped the values, and the floor must cover them
+            // (a floor too high only makes the layers more careful).
+            {
+              std::lock_guard e(expiry_mutex_);
+              expired_through_ = std::max(expired_through_, now);
+            }
+            r = c.exec("COMMIT");
+          }
           if (!r.ok()) {
             const auto ec = fail(r, "deleting expired values");
             (void)c.exec("ROLLBACK");
@@ -1037,8 +1046,10 @@ private:
     for (std::size_t i = 0; sent && i < others.size(); ++i) sent = send(others[i].s);
     if (sent && appends) sent = send(*appends);
     if (!sent || !c.sync()) {
+      // (Not a check that failed: the group fails, saying why.)
+      const auto why = c.failure();
       c.drop();
-      return false;
+      throw error(errc::storage_failure, "sending a group's statements: " + why);
     }
     bool all = true;
     auto answered = [&](const detail::pg::result& r, bool pass) {

@@ -200,14 +200,14 @@ public:
   /// or the first failure.
   result exec(const std::string& sql) {
     ensure(opens(sql));
-    if (!PQsendQuery(c_, sql.c_str())) return not_sent();
+    if (!PQsendQuery(c_, sql.c_str()) || !flush()) return not_sent();
     return collect();
   }
 
   /// Runs one statement with binary parameters and results.
   result exec(const std::string& sql, params& p) {
     ensure(opens(sql));
-    if (!PQsendQueryParams(c_, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 1))
+    if (!PQsendQueryParams(c_, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 1) || !flush())
       return not_sent();
     return collect();
   }
@@ -217,7 +217,8 @@ public:
   result run(const std::string& name, const std::string& sql, params& p) {
     auto r = prepare(name, sql, p.size());
     if (!r.ok()) return r;
-    if (!PQsendQueryPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1)) return not_sent();
+    if (!PQsendQueryPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1) || !flush())
+      return not_sent();
     return collect();
   }
 
@@ -225,7 +226,7 @@ public:
   result prepare(const std::string& name, const std::string& sql, int params) {
     ensure();
     if (prepared_.contains(name)) return result(PQmakeEmptyPGresult(c_, PGRES_COMMAND_OK));
-    if (!PQsendPrepare(c_, name.c_str(), sql.c_str(), params, nullptr)) return not_sent();
+    if (!PQsendPrepare(c_, name.c_str(), sql.c_str(), params, nullptr) || !flush()) return not_sent();
     auto r = collect();
     if (r.ok()) prepared_.insert(name);
     return r;
@@ -237,12 +238,13 @@ public:
     ensure();
     return PQenterPipelineMode(c_) == 1;
   }
-  /// Queues the prepared statement `name` (binary parameters and results).
+  /// Queues the prepared statement `name` (binary parameters and results;
+  /// libpq sends what it holds as the socket takes it, never waiting).
   bool queue(const std::string& name, params& p) {
     return PQsendQueryPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(), 1) == 1;
   }
-  /// Ends the pipeline's batch: the server runs what was queued.
-  bool sync() { return PQpipelineSync(c_) == 1; }
+  /// Ends the pipeline's batch, and sends it: the server runs what was queued.
+  bool sync() { return PQpipelineSync(c_) == 1 && flush(); }
   /// The next queued statement's answer (in order; an aborted one's is
   /// `PGRES_PIPELINE_ABORTED`, not ok).
   result answer() {
@@ -271,7 +273,7 @@ public:
   /// Sends `sql` without waiting for its answer (`finish` reads it).
   bool send(const std::string& sql) {
     ensure(opens(sql));
-    return PQsendQuery(c_, sql.c_str()) == 1;
+    return PQsendQuery(c_, sql.c_str()) == 1 && flush();
   }
   /// The answer to what `send` sent (the first result; the rest read).
   result finish() {
@@ -305,6 +307,17 @@ public:
     c_ = nullptr;
     in_transaction_ = false;
     lost_transaction_ = false;
+  }
+
+  /// Why the connection failed: the time limit that passed, or libpq's
+  /// message.
+  std::string failure() const {
+    if (timed_out_)
+      return "no answer from the PostgreSQL server within " + std::to_string(s_.io_timeout.count()) +
+             " ms (the connection was cut)";
+    std::string m = c_ ? PQerrorMessage(c_) : "no connection";
+    while (!m.empty() && m.back() == '\n') m.pop_back();
+    return m;
   }
 
   /// Whether statements are refused because the connection of a
@@ -353,6 +366,13 @@ private:
     }
     // The server's notices and warnings are not the application's stderr.
     PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
+    // Sends never wait on the socket: `flush` waits, bounded.
+    if (PQsetnonblocking(c_, 1) != 0) {
+      std::string m = PQerrorMessage(c_);
+      PQfinish(c_);
+      c_ = nullptr;
+      throw error(errc::storage_failure, "setting up a PostgreSQL connection: " + m);
+    }
     prepared_.clear();
     std::string setup = "SET client_min_messages = warning; SET search_path = " + identifier(s_.schema) + ";";
     if (!s_.sync) setup += " SET synchronous_commit = off;";
@@ -484,7 +504,31 @@ private:
   }
 
   /// What a statement that could not be sent ends with.
-  result not_sent() { return result(PQmakeEmptyPGresult(c_, PGRES_FATAL_ERROR)); }
+  result not_sent() { return timed_out_ ? lost() : result(PQmakeEmptyPGresult(c_, PGRES_FATAL_ERROR)); }
+
+  /// Sends what libpq holds for the server (the connection does not block:
+  /// a statement larger than the socket's buffers goes as the server reads
+  /// it), waiting no longer than `io_timeout`: past it the connection is
+  /// cut. Reads what the server sends meanwhile (it may answer, or warn,
+  /// before it reads the rest), as libpq asks.
+  bool flush() {
+    const auto until = clock::now() + s_.io_timeout;
+    for (;;) {
+      const int f = PQflush(c_);
+      if (f == 0) return true;
+      if (f < 0) return false;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
+      if (left <= 0) {
+        timed_out_ = true;
+        cut();
+        return false;
+      }
+      pollfd p{PQsocket(c_), POLLIN | POLLOUT, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1'000'000)));
+      if (n < 0 && errno != EINTR) return false;
+      if (n > 0 && (p.revents & POLLIN) && !PQconsumeInput(c_)) return false;
+    }
+  }
 
   /// What a wait that ended with no answer ends with.
   result lost() {
