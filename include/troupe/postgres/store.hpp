@@ -857,8 +857,8 @@ private:
   }
 
   /// The statements of write `w`, in order (`held`: this store's epoch of
-  /// its ID, 0 for none).
-  std::vector<statement> plan(const pending& w, std::int64_t held) const {
+  /// its ID, 0 for none); its events' only if `with_events`.
+  std::vector<statement> plan(const pending& w, std::int64_t held, bool with_events = true) const {
     std::vector<statement> out;
     if (!w.events.empty()) {
       const auto first = w.events.front().seq;
@@ -874,7 +874,8 @@ private:
         out.push_back(std::move(s));
       }
       const auto now = troupe::detail::now_ms();
-      for (auto& e : w.events) {
+      for (std::size_t i = 0; with_events && i < w.events.size(); ++i) {
+        const auto& e = w.events[i];
         statement s{"append", {}, {}, expect::nothing};
         s.params.bytes(w.pid)
             .i64(enc(e.seq))
@@ -993,14 +994,14 @@ private:
     for (std::size_t i = 0; i < group.size(); ++i) {
       auto& w = group[i];
       const auto held = held_epoch(w.pid);
-      for (auto& s : plan(w, held)) {
+      for (auto& s : plan(w, held, /*with_events=*/false)) { // (the events go below)
         const std::string_view name = s.name;
         if (name == "advance") {
           adv_pid.push_back(w.pid);
           adv_last.push_back(P::be64(enc(w.events.back().seq)));
           adv_epoch.push_back(P::be64(held));
           adv_prev.push_back(P::be64(enc(w.events.front().seq - 1)));
-        } else if (name != "append") {
+        } else {
           others.push_back({std::move(s), i});
         }
       }

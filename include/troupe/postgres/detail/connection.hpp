@@ -434,14 +434,9 @@ private:
       lost_transaction_ = true;
       in_transaction_ = false;
     }
-    if (lost_transaction_ && !opening) {
-      std::string why = c_ ? PQerrorMessage(c_) : "";
-      while (!why.empty() && why.back() == '\n') why.pop_back();
-      if (timed_out_) why = "no answer within " + std::to_string(s_.io_timeout.count()) + " ms";
+    if (lost_transaction_ && !opening)
       throw error(errc::storage_failure,
-                  "the connection to PostgreSQL was lost inside a transaction, which none of it committed" +
-                      (why.empty() ? std::string() : " (" + why + ")"));
-    }
+                  "the connection to PostgreSQL was lost inside a transaction: none of it committed (" + failure() + ")");
     lost_transaction_ = false;
     if (c_) PQfinish(c_);
     c_ = nullptr;
@@ -532,9 +527,7 @@ private:
 
   /// What a wait that ended with no answer ends with.
   result lost() {
-    if (timed_out_)
-      return result("no answer from the PostgreSQL server within " + std::to_string(s_.io_timeout.count()) +
-                    " ms (the connection was cut)");
+    if (timed_out_) return result(failure());
     return c_ ? result(PQmakeEmptyPGresult(c_, PGRES_FATAL_ERROR)) : result();
   }
 
