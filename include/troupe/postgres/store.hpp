@@ -988,53 +988,52 @@ private:
       std::size_t write;
     };
     std::vector<one> others;
-    std::vector<std::string> adv_pid, adv_last, adv_epoch, adv_prev;
-    std::vector<std::string> ev_pid, ev_seq, ev_manifest, ev_version, ev_payload, ev_entries, ev_written;
-    using P = detail::pg::params;
+    using A = detail::pg::array_param;
+    A adv_pid(A::bytea), adv_last(A::int8), adv_epoch(A::int8), adv_prev(A::int8);
+    A ev_pid(A::bytea), ev_seq(A::int8), ev_manifest(A::bytea), ev_version(A::int4), ev_payload(A::bytea),
+        ev_entries(A::bytea), ev_written(A::int8);
     for (std::size_t i = 0; i < group.size(); ++i) {
       auto& w = group[i];
       const auto held = held_epoch(w.pid);
       for (auto& s : plan(w, held, /*with_events=*/false)) { // (the events go below)
-        const std::string_view name = s.name;
-        if (name == "advance") {
-          adv_pid.push_back(w.pid);
-          adv_last.push_back(P::be64(enc(w.events.back().seq)));
-          adv_epoch.push_back(P::be64(held));
-          adv_prev.push_back(P::be64(enc(w.events.front().seq - 1)));
+        if (std::string_view(s.name) == "advance") {
+          adv_pid.bytes(w.pid);
+          adv_last.i64(enc(w.events.back().seq));
+          adv_epoch.i64(held);
+          adv_prev.i64(enc(w.events.front().seq - 1));
         } else {
           others.push_back({std::move(s), i});
         }
       }
-      if (!w.events.empty()) {
-        const auto now = troupe::detail::now_ms();
-        for (auto& e : w.events) {
-          ev_pid.push_back(w.pid);
-          ev_seq.push_back(P::be64(enc(e.seq)));
-          ev_manifest.push_back(e.manifest);
-          ev_version.push_back(P::be32(static_cast<std::int32_t>(e.version)));
-          ev_payload.push_back(e.payload);
-          ev_entries.push_back(detail::encode_entries(e.metadata));
-          ev_written.push_back(P::be64(e.metadata.written_ms == 0 ? now : e.metadata.written_ms));
-        }
+      const auto now = troupe::detail::now_ms();
+      for (auto& e : w.events) {
+        ev_pid.bytes(w.pid);
+        ev_seq.i64(enc(e.seq));
+        ev_manifest.bytes(e.manifest);
+        ev_version.i32(static_cast<std::int32_t>(e.version));
+        ev_payload.bytes(e.payload);
+        ev_entries.bytes(detail::encode_entries(e.metadata));
+        ev_written.i64(e.metadata.written_ms == 0 ? now : e.metadata.written_ms);
       }
     }
+    const auto advanced = adv_pid.size(), appended = ev_pid.size();
     std::optional<statement> advances, appends;
-    if (!adv_pid.empty()) {
+    if (advanced) {
       advances.emplace(statement{"advance_all", {}, {}, expect::nothing});
-      advances->params.array(P::bytea_oid, adv_pid)
-          .array(P::int8_oid, adv_last)
-          .array(P::int8_oid, adv_epoch)
-          .array(P::int8_oid, adv_prev);
+      advances->params.array(std::move(adv_pid))
+          .array(std::move(adv_last))
+          .array(std::move(adv_epoch))
+          .array(std::move(adv_prev));
     }
-    if (!ev_pid.empty()) {
+    if (appended) {
       appends.emplace(statement{"append_all", {}, {}, expect::nothing});
-      appends->params.array(P::bytea_oid, ev_pid)
-          .array(P::int8_oid, ev_seq)
-          .array(P::bytea_oid, ev_manifest)
-          .array(P::int4_oid, ev_version)
-          .array(P::bytea_oid, ev_payload)
-          .array(P::bytea_oid, ev_entries)
-          .array(P::int8_oid, ev_written);
+      appends->params.array(std::move(ev_pid))
+          .array(std::move(ev_seq))
+          .array(std::move(ev_manifest))
+          .array(std::move(ev_version))
+          .array(std::move(ev_payload))
+          .array(std::move(ev_entries))
+          .array(std::move(ev_written));
     }
     for (auto* s : {advances ? &*advances : nullptr, appends ? &*appends : nullptr})
       if (s)
@@ -1061,7 +1060,7 @@ private:
     };
     if (advances) {
       auto r = c.answer();
-      answered(r, r.ok() && r.affected() == static_cast<long>(adv_pid.size()));
+      answered(r, r.ok() && r.affected() == static_cast<long>(advanced));
     }
     for (auto& o : others) {
       auto r = c.answer();
@@ -1069,7 +1068,7 @@ private:
     }
     if (appends) {
       auto r = c.answer();
-      answered(r, r.ok() && r.affected() == static_cast<long>(ev_pid.size()));
+      answered(r, r.ok() && r.affected() == static_cast<long>(appended));
     }
     if (!c.leave_pipeline()) {
       c.drop();

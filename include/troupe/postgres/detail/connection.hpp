@@ -45,35 +45,8 @@ public:
     return add(std::move(b));
   }
 
-  /// A one-dimensional array without nulls of the type `element_oid`,
-  /// from its elements' binary forms (PostgreSQL's binary array format).
-  params& array(std::uint32_t element_oid, const std::vector<std::string>& elements) {
-    std::string b;
-    std::size_t size = 20;
-    for (auto& e : elements) size += 4 + e.size();
-    b.reserve(size);
-    troupe::detail::put_be<4>(b, 1); // dimensions
-    troupe::detail::put_be<4>(b, 0); // no nulls
-    troupe::detail::put_be<4>(b, element_oid);
-    troupe::detail::put_be<4>(b, static_cast<std::uint32_t>(elements.size()));
-    troupe::detail::put_be<4>(b, 1); // lower bound
-    for (auto& e : elements) {
-      troupe::detail::put_be<4>(b, static_cast<std::uint32_t>(e.size()));
-      b += e;
-    }
-    return add(std::move(b));
-  }
-  static constexpr std::uint32_t bytea_oid = 17, int8_oid = 20, int4_oid = 23;
-  static std::string be64(std::int64_t v) {
-    std::string b;
-    troupe::detail::put_be<8>(b, static_cast<std::uint64_t>(v));
-    return b;
-  }
-  static std::string be32(std::int32_t v) {
-    std::string b;
-    troupe::detail::put_be<4>(b, static_cast<std::uint32_t>(v));
-    return b;
-  }
+  /// A one-dimensional array (`array_param`).
+  params& array(class array_param&& a);
 
   int size() const noexcept { return static_cast<int>(values_.size()); }
   const char* const* values() {
@@ -100,6 +73,50 @@ private:
   std::vector<const char*> ptrs_;
   std::vector<int> lengths_, formats_;
 };
+
+/// A one-dimensional array without nulls, written element by element in
+/// PostgreSQL's binary array format, for a statement over arrays (`unnest`).
+class array_param {
+public:
+  static constexpr std::uint32_t bytea = 17, int8 = 20, int4 = 23;
+
+  explicit array_param(std::uint32_t element_oid) {
+    troupe::detail::put_be<4>(b_, 1); // dimensions
+    troupe::detail::put_be<4>(b_, 0); // no nulls
+    troupe::detail::put_be<4>(b_, element_oid);
+    troupe::detail::put_be<4>(b_, 0); // the length, set by `take`
+    troupe::detail::put_be<4>(b_, 1); // lower bound
+  }
+  array_param& bytes(std::string_view v) {
+    troupe::detail::put_be<4>(b_, static_cast<std::uint32_t>(v.size()));
+    b_ += v;
+    ++n_;
+    return *this;
+  }
+  array_param& i64(std::int64_t v) {
+    troupe::detail::put_be<4>(b_, 8);
+    troupe::detail::put_be<8>(b_, static_cast<std::uint64_t>(v));
+    ++n_;
+    return *this;
+  }
+  array_param& i32(std::int32_t v) {
+    troupe::detail::put_be<4>(b_, 4);
+    troupe::detail::put_be<4>(b_, static_cast<std::uint32_t>(v));
+    ++n_;
+    return *this;
+  }
+  std::uint32_t size() const noexcept { return n_; }
+  std::string take() && {
+    for (int i = 0; i < 4; ++i) b_[12 + i] = static_cast<char>((n_ >> (24 - 8 * i)) & 0xff);
+    return std::move(b_);
+  }
+
+private:
+  std::string b_;
+  std::uint32_t n_ = 0;
+};
+
+inline params& params::array(array_param&& a) { return add(std::move(a).take()); }
 
 struct result_deleter {
   void operator()(PGresult* r) const noexcept { PQclear(r); }
