@@ -5,6 +5,8 @@
 #include <troupe/troupe.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
 #include <troupe/rocksdb/store.hpp>
+// The engine's key layout and RocksDB's API (the raw comparison writes the same keys).
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <asio/use_future.hpp>
 #include <benchmark/benchmark.h>

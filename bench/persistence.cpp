@@ -4,6 +4,8 @@
 #include <troupe/troupe.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
 #include <troupe/rocksdb/store.hpp>
+// The engine's key layout and RocksDB's API (the raw comparison writes the same keys).
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/use_future.hpp>

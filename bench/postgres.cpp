@@ -10,6 +10,8 @@
 #include <troupe/troupe.hpp>
 #include <troupe/persistence/persistent_actor.hpp>
 #include <troupe/postgres/store.hpp>
+// The engine's connection (libpq), which these reach into.
+#include <troupe/postgres/detail/connection.hpp>
 
 #include <asio/use_future.hpp>
 #include <benchmark/benchmark.h>

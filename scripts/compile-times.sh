@@ -4,7 +4,12 @@
 # needs (Asio, Boost.JSON, RocksDB, each used trivially): the table reads as
 # "× the dependencies' own cost" on any machine.
 #
-#   scripts/compile-times.sh [--runs N] [--modes "-O0 -g|-O1|-O2|-fsyntax-only"] [--out FILE]
+#   scripts/compile-times.sh [--runs N] [--modes "-O0 -g|-O1|-O2|-fsyntax-only"] [--separate] [--out FILE]
+#
+# --separate compiles troupe's files with TROUPE_SEPARATE_COMPILATION (the
+# reference stays as it is): what a file of a program that links
+# troupe::compiled costs; the compiled code itself is built once
+# (src/*.cpp) and is not in the table.
 #
 # Each file is compiled N times (default 3) in each mode, one compile at a
 # time; the median wall time and the largest peak memory (GNU time's %M)
@@ -18,12 +23,14 @@ root=$PWD
 runs=3
 modes="-O0 -g|-O1|-O2|-fsyntax-only"
 out=""
+separate=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
   --runs) runs=$2; shift 2 ;;
   --modes) modes=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
-  *) echo "usage: $0 [--runs N] [--modes 'A|B|...'] [--out FILE]" >&2; exit 2 ;;
+  --separate) separate=1; shift ;;
+  *) echo "usage: $0 [--runs N] [--modes 'A|B|...'] [--separate] [--out FILE]" >&2; exit 2 ;;
   esac
 done
 
@@ -64,7 +71,9 @@ flags=(-std=c++20 -pthread -I"$root/include" -DASIO_NO_DEPRECATED -DBOOST_JSON_N
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
 {
-  echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $($cxx --version | head -1); $runs runs each, median s (peak MB)"
+  mode_name="header-only"
+  ((separate)) && mode_name="TROUPE_SEPARATE_COMPILATION"
+  echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $($cxx --version | head -1); $runs runs each, median s (peak MB); troupe $mode_name"
   echo
   IFS='|' read -ra mode_list <<<"$modes"
   header="| file | headers |"
@@ -78,7 +87,9 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
   declare -A base
   for f in "${files[@]}"; do
     name=$(basename "$f" .cpp)
-    "$cxx" "${flags[@]}" -fsyntax-only -H "$f" 2>"$work/$name.includes" >/dev/null || true
+    own=()
+    ((separate)) && [[ "$name" != dependencies_only ]] && own=(-DTROUPE_SEPARATE_COMPILATION)
+    "$cxx" "${flags[@]}" "${own[@]}" -fsyntax-only -H "$f" 2>"$work/$name.includes" >/dev/null || true
     headers=$(grep -c '^\.' "$work/$name.includes" || true)
     row="| $name | $headers |"
     for m in "${mode_list[@]}"; do
@@ -86,7 +97,7 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
       : >"$work/times"
       peak=0
       for ((i = 0; i < runs; i++)); do
-        /usr/bin/time -f "%e %M" -o "$work/one" "$cxx" "${flags[@]}" "${mflags[@]}" "$f" -o "$work/out.o"
+        /usr/bin/time -f "%e %M" -o "$work/one" "$cxx" "${flags[@]}" "${own[@]}" "${mflags[@]}" "$f" -o "$work/out.o"
         read -r secs kb <"$work/one"
         echo "$secs" >>"$work/times"
         ((kb > peak)) && peak=$kb

@@ -12,6 +12,7 @@
 /// meaning is also equivalent to a `std::errc` condition:
 /// `ec == std::errc::timed_out` holds for `troupe::errc::timeout`.
 
+#include <troupe/detail/compile_mode.hpp>
 #include <troupe/detail/error_category.hpp>
 
 #include <exception>
@@ -79,9 +80,7 @@ struct core_errors {
 } // namespace detail
 
 /// The category of every `troupe::errc`. A single instance for the program.
-inline const std::error_category& error_category() noexcept {
-  return detail::enum_error_category<errc, detail::core_errors>::instance();
-}
+TROUPE_DECL const std::error_category& error_category() noexcept;
 
 /// Makes an `std::error_code` of the core's category; found by ADL, so
 /// `std::error_code ec = troupe::errc::timeout;` works.
@@ -109,35 +108,18 @@ public:
 /// The error code inside an exception pointer: the `code()` of an
 /// `std::system_error`, `errc::handler_failed` for any other exception, and
 /// an empty code for a null pointer.
-inline std::error_code error_code_of(const std::exception_ptr& ep) noexcept {
-  if (!ep) return {};
-  try {
-    std::rethrow_exception(ep);
-  } catch (const std::system_error& e) {
-    return e.code();
-  } catch (...) {
-    return make_error_code(errc::handler_failed);
-  }
-}
+TROUPE_DECL std::error_code error_code_of(const std::exception_ptr& ep) noexcept;
 
 /// The exception inside `ep` as a `troupe::error`: itself, the code and
 /// message of another `std::system_error`, or `errc::handler_failed` with
 /// the message of any other exception.
-inline error error_of(const std::exception_ptr& ep) {
-  try {
-    std::rethrow_exception(ep);
-  } catch (const error& e) {
-    return e;
-  } catch (const std::system_error& e) {
-    return error(e.code(), e.what());
-  } catch (const std::exception& e) {
-    return error(make_error_code(errc::handler_failed), e.what());
-  } catch (...) {
-    return error(make_error_code(errc::handler_failed), "non-standard exception");
-  }
-}
+TROUPE_DECL error error_of(const std::exception_ptr& ep);
 
 } // namespace troupe
 
 template <>
 struct std::is_error_code_enum<troupe::errc> : std::true_type {};
+
+#if defined(TROUPE_HEADER_ONLY)
+#include <troupe/impl/error.ipp>
+#endif

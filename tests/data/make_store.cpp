@@ -16,6 +16,8 @@
 #include "store_actors.hpp"
 
 #include <troupe/rocksdb/store.hpp>
+// The engine's own layout and RocksDB's API, which these tests reach into.
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <asio/use_future.hpp>
 

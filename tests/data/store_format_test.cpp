@@ -13,6 +13,8 @@
 #include <asio/use_future.hpp>
 
 #include <troupe/persistence/detail/codec.hpp>
+// The engine's own layout and RocksDB's API, which these tests reach into.
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <filesystem>
 #include <fstream>

@@ -4,6 +4,8 @@
 #include <troupe/testing/faulty_journal.hpp>
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/rocksdb/store.hpp>
+// The engine's own layout and RocksDB's API, which these tests reach into.
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <boost/describe/class.hpp>
 

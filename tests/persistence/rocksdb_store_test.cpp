@@ -1,5 +1,7 @@
 #include <troupe/persistence/journal.hpp>
 #include <troupe/rocksdb/store.hpp>
+// The engine's own layout and RocksDB's API, which these tests reach into.
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <catch2/catch.hpp>
 #include <rocksdb/perf_context.h>

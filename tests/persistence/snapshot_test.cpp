@@ -7,6 +7,8 @@
 #include <troupe/persistence/memory_store.hpp>
 #include <troupe/rocksdb/store.hpp>
 #include <troupe/detail/clock.hpp>
+// The engine's own layout and RocksDB's API, which these tests reach into.
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include "../support.hpp"
 #include "temp_dir.hpp"

@@ -19,6 +19,8 @@
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/rocksdb/detail/status.hpp>
 #include <troupe/persistence/detail/table_check.hpp>
+// The engine's own layout and RocksDB's API, which these tests reach into.
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <atomic>
 #include <chrono>

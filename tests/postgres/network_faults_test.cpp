@@ -10,6 +10,8 @@
 
 #include <troupe/detail/clock.hpp>
 #include <troupe/testing/tcp_proxy.hpp>
+// The engine's connection (libpq), which these reach into.
+#include <troupe/postgres/detail/connection.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -6,6 +6,8 @@
 #include "../support.hpp"
 
 #include <troupe/persistence/journal.hpp>
+// The engine's connection (libpq), which these reach into.
+#include <troupe/postgres/detail/connection.hpp>
 
 #include <catch2/catch.hpp>
 

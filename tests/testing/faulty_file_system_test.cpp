@@ -1,6 +1,8 @@
 #include <troupe/rocksdb/faulty_file_system.hpp>
 
 #include <troupe/rocksdb/store.hpp>
+// The engine's own layout and RocksDB's API, which these tests reach into.
+#include <troupe/rocksdb/detail/engine.hpp>
 
 #include <catch2/catch.hpp>
 

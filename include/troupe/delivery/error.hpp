@@ -6,6 +6,7 @@
 /// a failed write is the persistence layer's `storage_failure`.
 
 #include <troupe/error.hpp>
+#include <troupe/detail/compile_mode.hpp>
 #include <troupe/detail/error_category.hpp>
 
 #include <optional>
@@ -78,9 +79,7 @@ struct errors {
 } // namespace detail
 
 /// The category of every `delivery::errc`.
-inline const std::error_category& error_category() noexcept {
-  return troupe::detail::enum_error_category<errc, detail::errors>::instance();
-}
+TROUPE_DECL const std::error_category& error_category() noexcept;
 
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
@@ -88,3 +87,7 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 
 template <>
 struct std::is_error_code_enum<troupe::delivery::errc> : std::true_type {};
+
+#if defined(TROUPE_HEADER_ONLY)
+#include <troupe/delivery/impl/error.ipp>
+#endif

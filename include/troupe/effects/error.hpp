@@ -5,6 +5,7 @@
 /// category. Invalid arguments are the core's `troupe::errc::invalid_argument`.
 
 #include <troupe/error.hpp>
+#include <troupe/detail/compile_mode.hpp>
 #include <troupe/detail/error_category.hpp>
 
 #include <optional>
@@ -48,9 +49,7 @@ struct errors {
 } // namespace detail
 
 /// The category of every `effects::errc`.
-inline const std::error_category& error_category() noexcept {
-  return troupe::detail::enum_error_category<errc, detail::errors>::instance();
-}
+TROUPE_DECL const std::error_category& error_category() noexcept;
 
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
@@ -58,3 +57,7 @@ inline std::error_code make_error_code(errc e) noexcept { return {static_cast<in
 
 template <>
 struct std::is_error_code_enum<troupe::effects::errc> : std::true_type {};
+
+#if defined(TROUPE_HEADER_ONLY)
+#include <troupe/effects/impl/error.ipp>
+#endif

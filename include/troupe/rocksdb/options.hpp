@@ -5,7 +5,10 @@
 
 #include <troupe/persistence/records.hpp>
 
-#include <rocksdb/file_system.h>
+// Declared only: a user who gives a file system includes RocksDB's header.
+namespace rocksdb {
+class FileSystem;
+}
 
 #include <cstddef>
 #include <memory>

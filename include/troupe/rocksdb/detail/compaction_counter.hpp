@@ -5,21 +5,12 @@
 // the cost of keeping the files sorted stays in proportion to what is
 // written, or grows with what is stored.
 
+#include <troupe/rocksdb/stats.hpp>
+
 #include <rocksdb/listener.h>
 
 #include <atomic>
 #include <cstdint>
-
-namespace troupe::persistence {
-
-/// A store's compactions since it was opened.
-struct compaction_totals {
-  std::uint64_t compactions = 0;
-  std::uint64_t bytes_read = 0;
-  std::uint64_t bytes_written = 0;
-};
-
-} // namespace troupe::persistence
 
 namespace troupe::persistence::detail {
 

@@ -7,6 +7,7 @@
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/rocksdb/stats.hpp>
 #include <troupe/persistence/detail/codec.hpp>
 #include <troupe/rocksdb/detail/expiry.hpp>
 #include <troupe/rocksdb/detail/layout.hpp>
@@ -34,25 +35,6 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-namespace troupe::persistence {
-
-/// Where a store's writer thread spent its time since the store was opened
-/// (see `rocksdb_store::writer_times`).
-struct writer_times {
-  /// Wall time on groups: from taking the requests queued to the end of
-  /// the group's bookkeeping after their completions (the rest of the
-  /// thread's time it waited for requests).
-  std::chrono::nanoseconds busy{0};
-  /// Of `busy`, wall time in RocksDB's write: the WAL's append and sync
-  /// and the memtable inserts.
-  std::chrono::nanoseconds writing{0};
-  /// The writer thread's CPU time during those writes; the rest of
-  /// `writing` it waited for the disk's sync (or for a core).
-  std::chrono::nanoseconds writing_cpu{0};
-};
-
-} // namespace troupe::persistence
 
 namespace troupe::persistence::detail {
 

@@ -1,13 +1,13 @@
 #pragma once
 
-// The longer bodies of `rocksdb_store` (troupe/rocksdb/store.hpp):
+// The longer bodies of `rocksdb_engine` (troupe/rocksdb/detail/engine.hpp):
 // opening the database, and the snapshot queries.
 
 #include <troupe/persistence/detail/table_check.hpp>
 
-namespace troupe::persistence {
+namespace troupe::persistence::detail {
 
-inline void rocksdb_store::open() {
+inline void rocksdb_engine::open() {
   namespace fs = std::filesystem;
   // The directory is ours (lock_); a process that keeps only RocksDB's LOCK
   // (an older troupe, RocksDB's own tools) is named here. Safe: no store of
@@ -74,7 +74,7 @@ inline void rocksdb_store::open() {
                   expiries_.get());
 }
 
-inline void rocksdb_store::settle_expiry_floor() {
+inline void rocksdb_engine::settle_expiry_floor() {
   // A store without one (new, or of a version before it) has dropped
   // nothing under one: its compactions drop nothing until the writer has
   // written one (the first group after a table got an expiry).
@@ -86,7 +86,7 @@ inline void rocksdb_store::settle_expiry_floor() {
     fail_open(st, "cannot read its expiry floor");
 }
 
-inline void rocksdb_store::refuse_damaged_wal() const {
+inline void rocksdb_engine::refuse_damaged_wal() const {
   for (auto& e : std::filesystem::directory_iterator(path_)) {
     if (e.path().extension() != ".log") continue;
     if (auto d = detail::damage_before_end(e.path().string()); !d.empty())
@@ -97,7 +97,7 @@ inline void rocksdb_store::refuse_damaged_wal() const {
   }
 }
 
-inline rocksdb::ColumnFamilyOptions rocksdb_store::sized_levels() const {
+inline rocksdb::ColumnFamilyOptions rocksdb_engine::sized_levels() const {
   rocksdb::ColumnFamilyOptions cf;
   if (options_.write_buffers == 0) return cf;
   const std::uint64_t level1 = std::max<std::uint64_t>(options_.write_buffers / 2, 4u << 20);
@@ -106,14 +106,14 @@ inline rocksdb::ColumnFamilyOptions rocksdb_store::sized_levels() const {
   return cf;
 }
 
-inline rocksdb::ColumnFamilyOptions rocksdb_store::own_options(std::string_view name) const {
+inline rocksdb::ColumnFamilyOptions rocksdb_engine::own_options(std::string_view name) const {
   auto cf = sized_levels();
   cf.table_factory = table_factory_;
   if (name == "journal") cf.memtable_insert_with_hint_prefix_extractor = detail::id_prefix_extractor();
   return cf;
 }
 
-inline rocksdb::ColumnFamilyOptions rocksdb_store::table_options(std::string_view name) const {
+inline rocksdb::ColumnFamilyOptions rocksdb_engine::table_options(std::string_view name) const {
   auto cf = sized_levels();
   cf.table_factory = tables_factory_;
   // A file with many deletions is compacted soon, in a table of
@@ -125,7 +125,7 @@ inline rocksdb::ColumnFamilyOptions rocksdb_store::table_options(std::string_vie
   return cf;
 }
 
-inline std::shared_ptr<rocksdb::TableFactory> rocksdb_store::make_table_factory(std::shared_ptr<rocksdb::Cache> cache,
+inline std::shared_ptr<rocksdb::TableFactory> rocksdb_engine::make_table_factory(std::shared_ptr<rocksdb::Cache> cache,
                                                                                bool partitioned) {
   rocksdb::BlockBasedTableOptions t;
   t.block_cache = std::move(cache);
@@ -151,7 +151,7 @@ inline std::shared_ptr<rocksdb::TableFactory> rocksdb_store::make_table_factory(
   return std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(t));
 }
 
-inline rocksdb::Status rocksdb_store::open_db(const std::vector<std::string>& tables, bool first) {
+inline rocksdb::Status rocksdb_engine::open_db(const std::vector<std::string>& tables, bool first) {
   auto o = db_options();
   o.info_log = logger_;
   o.listeners.push_back(compactions_);
@@ -180,7 +180,7 @@ inline rocksdb::Status rocksdb_store::open_db(const std::vector<std::string>& ta
   return st;
 }
 
-inline std::error_code rocksdb_store::save_snapshot(std::string_view pid, const snapshot_record& s) {
+inline std::error_code rocksdb_engine::save_snapshot(std::string_view pid, const snapshot_record& s) {
   if (!detail::valid_pid(pid) || !detail::valid_metadata(s.metadata)) return troupe::errc::invalid_argument;
   auto key = detail::seq_key(detail::id_prefix(pid), s.seq);
   std::string value;
@@ -197,7 +197,7 @@ inline std::error_code rocksdb_store::save_snapshot(std::string_view pid, const 
   });
 }
 
-inline std::error_code rocksdb_store::load_snapshot(std::string_view pid, const snapshot_criteria& c,
+inline std::error_code rocksdb_engine::load_snapshot(std::string_view pid, const snapshot_criteria& c,
                                                    std::optional<snapshot_record>& out) {
   out.reset();
   if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
@@ -229,7 +229,7 @@ inline std::error_code rocksdb_store::load_snapshot(std::string_view pid, const 
   return {};
 }
 
-inline std::error_code rocksdb_store::delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
+inline std::error_code rocksdb_engine::delete_snapshots(std::string_view pid, const snapshot_criteria& c) {
   if (!detail::valid_pid(pid)) return troupe::errc::invalid_argument;
   const auto prefix = detail::id_prefix(pid);
   auto r = read_db();
@@ -258,4 +258,4 @@ inline std::error_code rocksdb_store::delete_snapshots(std::string_view pid, con
   });
 }
 
-} // namespace troupe::persistence
+} // namespace troupe::persistence::detail

@@ -1,0 +1,15 @@
+#pragma once
+
+/// \file
+/// The persistence layer's compiled code, for `TROUPE_SEPARATE_COMPILATION`: include it in exactly one source
+/// file of the program (the `troupe::persistence_compiled` CMake target
+/// does, with the persistence, delivery and effects layers' files).
+
+#if !defined(TROUPE_SEPARATE_COMPILATION)
+#error <troupe/persistence/impl/src.hpp> is for TROUPE_SEPARATE_COMPILATION builds (define it in every file)
+#endif
+
+#include <troupe/detail/compile_mode.hpp>
+
+// The layer's error category: one object for the whole program.
+#include <troupe/persistence/impl/error.ipp>
