@@ -226,7 +226,7 @@ public:
     std::unordered_map<std::string, std::string> dead;
     auto pending = co_await this->storage().async_run([this, &dead] { return load(dead); });
     auto& ctx = this->actor_context();
-    tracker_ = std::make_shared<detail::outgoing_tracker<Derived>>(this->pid(), this->storage_ptr(), tables_, net_,
+    tracker_ = std::make_shared<detail::outgoing_tracker>(this->pid(), this->storage_ptr(), tables_, net_,
                                                                    ctx.self(), options_.redelivery, ctx.get_executor());
     tracker_->start(std::move(pending), std::move(dead));
     co_await this->recovery_completed();
@@ -343,7 +343,7 @@ protected:
                                                std::to_string(options_.max_message_bytes) +
                                                " (delivery_options::max_message_bytes)");
     o.created_ms = o.first_ms = troupe::detail::now_ms();
-    using held = typename detail::outgoing_tracker<Derived>::reservation::outcome;
+    using held = typename detail::outgoing_tracker::reservation::outcome;
     bool first = false;
     for (;;) {
       auto r = tracker_->reserve(o);
@@ -632,7 +632,7 @@ private:
   delivery_options options_;
   std::shared_ptr<transport> net_;
   detail::tables tables_;
-  std::shared_ptr<detail::outgoing_tracker<Derived>> tracker_;
+  std::shared_ptr<detail::outgoing_tracker> tracker_;
   detail::dedup_marks marks_;
   bool forget_when_stopped_ = false; // the transport forgets the admission at the actor's stop
   bool batch_marked_ = false;        // the open batch's write carries the work mark

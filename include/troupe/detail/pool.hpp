@@ -247,7 +247,12 @@ inline void deallocate(void* p, std::size_t size) noexcept {
     return;
   }
 #endif
+#if defined(__cpp_sized_deallocation)
   ::operator delete(p, size);
+#else // clang without -fsized-deallocation
+  (void)size;
+  ::operator delete(p);
+#endif
 }
 
 /// Base for pooled objects: class-specific new and delete. An over-aligned
@@ -257,7 +262,7 @@ struct pooled {
   static void* operator new(std::size_t size) { return allocate(size); }
   static void operator delete(void* p, std::size_t size) noexcept { deallocate(p, size); }
   static void* operator new(std::size_t size, std::align_val_t a) { return ::operator new(size, a); }
-  static void operator delete(void* p, std::size_t size, std::align_val_t a) noexcept { ::operator delete(p, size, a); }
+  static void operator delete(void* p, std::size_t, std::align_val_t a) noexcept { ::operator delete(p, a); }
 };
 
 } // namespace troupe::detail::pool

@@ -82,8 +82,8 @@ struct fixture {
 
   fixture() { net->s = s; }
 
-  std::shared_ptr<td::detail::outgoing_tracker<owner_actor>> tracker(td::redelivery_policy p) {
-    return std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", journal, tables, net, self, p,
+  std::shared_ptr<td::detail::outgoing_tracker> tracker(td::redelivery_policy p) {
+    return std::make_shared<td::detail::outgoing_tracker>("shop", journal, tables, net, self, p,
                                                                        sys.get_executor());
   }
 
@@ -217,7 +217,7 @@ TEST_CASE("reserve refuses an ID held for another receiver, finds the same deliv
   p.max_unconfirmed = 2;
   auto t = f.tracker(p);
   t->start({}, {{"buried", "elsewhere"}});
-  using outcome = td::detail::outgoing_tracker<owner_actor>::reservation::outcome;
+  using outcome = td::detail::outgoing_tracker::reservation::outcome;
   auto to = [](std::string id, std::string receiver) {
     auto o = out(std::move(id));
     o.to = std::move(receiver);
@@ -273,7 +273,7 @@ TEST_CASE("a sender's work mark goes only once nothing is outstanding: a burial 
   auto j = std::make_shared<troupe::testing::faulty_journal>(f.journal);
   auto p = quick(1);
   p.initial_backoff = p.max_backoff = 20ms;
-  auto t = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", j, f.tables, f.net, f.self, p,
+  auto t = std::make_shared<td::detail::outgoing_tracker>("shop", j, f.tables, f.net, f.self, p,
                                                                       f.sys.get_executor());
   t->start({});
   const tp::work_index work(f.tables.work);
@@ -306,7 +306,7 @@ namespace {
 
 /// Records delivery `id` through `t` as a reliable actor does: its intent,
 /// with the work mark when the reservation says so, in one write to `j`.
-void record_through(fixture& f, troupe::testing::faulty_journal& j, td::detail::outgoing_tracker<owner_actor>& t,
+void record_through(fixture& f, troupe::testing::faulty_journal& j, td::detail::outgoing_tracker& t,
                     const std::string& id) {
   auto r = t.reserve(out(id));
   REQUIRE(r.what == decltype(r)::outcome::reserved);
@@ -340,7 +340,7 @@ TEST_CASE("the first delivery of a sender's next activation carries its work mar
   j.defer_later_writes(true); // a group commit that has not come yet
   const tp::work_index work(f.tables.work);
   const auto marked = [&] { return work.marked(*f.journal, "shop"); };
-  auto t1 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", std::shared_ptr<tp::journal>(&j, [](auto*) {}),
+  auto t1 = std::make_shared<td::detail::outgoing_tracker>("shop", std::shared_ptr<tp::journal>(&j, [](auto*) {}),
                                                                        f.tables, f.net, f.self, slow(), f.sys.get_executor());
   t1->start({});
   record_through(f, j, *t1, "d1");
@@ -349,7 +349,7 @@ TEST_CASE("the first delivery of a sender's next activation carries its work mar
   t1->close(); // passivated before the confirmation's removal (and the mark's clearing) is written
   auto stale = loaded(f);
   REQUIRE(stale.size() == 1); // d1, confirmed, still in the store
-  auto t2 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", std::shared_ptr<tp::journal>(&j, [](auto*) {}),
+  auto t2 = std::make_shared<td::detail::outgoing_tracker>("shop", std::shared_ptr<tp::journal>(&j, [](auto*) {}),
                                                                        f.tables, f.net, f.self, slow(), f.sys.get_executor());
   t2->start(std::move(stale));
   record_through(f, j, *t2, "d2"); // its write carries the held clearing first
@@ -365,12 +365,12 @@ TEST_CASE("an acknowledgement reaching a stopped activation's tracker does not c
   const tp::work_index work(f.tables.work);
   const auto marked = [&] { return work.marked(*f.journal, "shop"); };
   auto shared = std::shared_ptr<tp::journal>(&j, [](auto*) {});
-  auto t1 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", shared, f.tables, f.net, f.self, slow(),
+  auto t1 = std::make_shared<td::detail::outgoing_tracker>("shop", shared, f.tables, f.net, f.self, slow(),
                                                                        f.sys.get_executor());
   t1->start({});
   record_through(f, j, *t1, "d1");
   t1->close(); // a restart: d1 still unconfirmed
-  auto t2 = std::make_shared<td::detail::outgoing_tracker<owner_actor>>("shop", shared, f.tables, f.net, f.self, slow(),
+  auto t2 = std::make_shared<td::detail::outgoing_tracker>("shop", shared, f.tables, f.net, f.self, slow(),
                                                                        f.sys.get_executor());
   t2->start(loaded(f));
   record_through(f, j, *t2, "d2");

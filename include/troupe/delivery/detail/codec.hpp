@@ -11,6 +11,7 @@
 #include <troupe/persistence/records.hpp>
 #include <troupe/persistence/work_index.hpp>
 #include <troupe/detail/bytes.hpp>
+#include <troupe/detail/compile_mode.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -110,64 +111,17 @@ inline constexpr char outgoing_format = 2;
 /// length · receiver · u32 length · manifest · u32 version · i64 created ·
 /// i64 first recorded · u32 attempts · i64 given up · payload. (Format 1
 /// has no first record time: it is the created time.)
-inline std::string encode_outgoing(const outgoing& o, std::uint32_t attempts = 0, std::int64_t dead_ms = 0) {
-  using namespace troupe::detail;
-  std::string v;
-  v.reserve(1 + 4 + o.to.size() + 4 + o.manifest.size() + 4 + 8 + 8 + 4 + 8 + o.payload.size());
-  v.push_back(outgoing_format);
-  put_u32(v, static_cast<std::uint32_t>(o.to.size()));
-  v += o.to;
-  put_u32(v, static_cast<std::uint32_t>(o.manifest.size()));
-  v += o.manifest;
-  put_u32(v, o.version);
-  put_u64(v, static_cast<std::uint64_t>(o.created_ms));
-  put_u64(v, static_cast<std::uint64_t>(o.first_recorded_ms()));
-  put_u32(v, attempts);
-  put_u64(v, static_cast<std::uint64_t>(dead_ms));
-  v += o.payload;
-  return v;
-}
+TROUPE_DECL std::string encode_outgoing(const outgoing& o, std::uint32_t attempts = 0, std::int64_t dead_ms = 0);
 
-inline error bad_value(std::string_view what) {
-  return error(errc::corrupt_record, "unreadable " + std::string(what) + " record in the delivery tables");
-}
+TROUPE_DECL error bad_value(std::string_view what);
 
 /// Throws `corrupt_record` for a value that is truncated or of another format.
-inline outgoing decode_outgoing(std::string_view id, std::string_view v, std::uint32_t* attempts = nullptr,
-                                std::int64_t* dead_ms = nullptr) {
-  troupe::detail::byte_reader in(v);
-  try {
-    const char format = in.take(1)[0];
-    if (format != value_format && format != outgoing_format) throw bad_value("delivery");
-    outgoing o;
-    o.id = id;
-    o.to = in.take(in.be(4));
-    o.manifest = in.take(in.be(4));
-    o.version = static_cast<std::uint32_t>(in.be(4));
-    o.created_ms = static_cast<std::int64_t>(in.be(8));
-    o.first_ms = format == outgoing_format ? static_cast<std::int64_t>(in.be(8)) : o.created_ms;
-    const auto a = static_cast<std::uint32_t>(in.be(4));
-    const auto d = static_cast<std::int64_t>(in.be(8));
-    o.payload = in.rest();
-    if (attempts) *attempts = a;
-    if (dead_ms) *dead_ms = d;
-    return o;
-  } catch (const std::out_of_range&) {
-    throw bad_value("delivery");
-  }
-}
+TROUPE_DECL outgoing decode_outgoing(std::string_view id, std::string_view v, std::uint32_t* attempts = nullptr,
+                                std::int64_t* dead_ms = nullptr);
 
 /// A dedup mark of a processed delivery: format (1) · i64 time processed ·
 /// u8 has reply · reply.
-inline std::string encode_mark(std::int64_t time_ms, const std::optional<std::string>& reply) {
-  std::string v;
-  v.reserve(1 + 8 + 1 + (reply ? reply->size() : 0));
-  v.push_back(value_format);
-  troupe::detail::put_u64(v, static_cast<std::uint64_t>(time_ms));
-  v.push_back(reply ? 1 : 0);
-  if (reply) v += *reply;
-  return v;
-}
+TROUPE_DECL std::string encode_mark(std::int64_t time_ms, const std::optional<std::string>& reply);
 
 /// The other values under a mark's key: a delivery whose handler failed
 /// `failures` times so far (2 · i64 time of the last failure · u32
@@ -176,39 +130,15 @@ inline std::string encode_mark(std::int64_t time_ms, const std::optional<std::st
 inline constexpr char failing_format = 2;
 inline constexpr char rejected_format = 3;
 
-inline std::string encode_failure(bool rejected, std::int64_t time_ms, std::uint32_t failures,
-                                  std::string_view reason) {
-  std::string v;
-  v.reserve(1 + 8 + 4 + reason.size());
-  v.push_back(rejected ? rejected_format : failing_format);
-  troupe::detail::put_u64(v, static_cast<std::uint64_t>(time_ms));
-  troupe::detail::put_u32(v, failures);
-  v += reason;
-  return v;
-}
+TROUPE_DECL std::string encode_failure(bool rejected, std::int64_t time_ms, std::uint32_t failures,
+                                  std::string_view reason);
 
 /// A value of `dedup` as a mark. Throws `corrupt_record` for a value that
 /// is truncated or of another format.
-inline dedup_marks::mark decode_mark(std::string_view v) {
-  using Mark = dedup_marks::mark;
-  troupe::detail::byte_reader in(v);
-  Mark m;
-  try {
-    const char format = in.take(1)[0];
-    m.time_ms = static_cast<std::int64_t>(in.be(8));
-    if (format == value_format) {
-      if (in.take(1)[0] != 0) m.reply = std::string(in.rest());
-    } else if (format == failing_format || format == rejected_format) {
-      m.what = format == rejected_format ? Mark::state::rejected : Mark::state::failing;
-      m.failures = static_cast<std::uint32_t>(in.be(4));
-      m.reason = std::string(in.rest());
-    } else {
-      throw bad_value("dedup");
-    }
-    return m;
-  } catch (const std::out_of_range&) {
-    throw bad_value("dedup");
-  }
-}
+TROUPE_DECL dedup_marks::mark decode_mark(std::string_view v);
 
 } // namespace troupe::delivery::detail
+
+#if defined(TROUPE_HEADER_ONLY)
+#include <troupe/delivery/impl/codec.ipp>
+#endif

@@ -13,3 +13,10 @@
 
 // The layer's error category: one object for the whole program.
 #include <troupe/delivery/impl/error.ipp>
+
+// The transports' bookkeeping and the stored forms of deliveries and marks.
+#include <troupe/delivery/impl/transport.ipp>
+#include <troupe/delivery/impl/codec.ipp>
+
+// A sender's outgoing deliveries (no actor type in them).
+#include <troupe/delivery/impl/outgoing_tracker.ipp>

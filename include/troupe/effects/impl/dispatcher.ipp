@@ -7,6 +7,15 @@
 
 #include <troupe/effects/dispatcher.hpp>
 
+// GCC 12 warns (-Wsubobject-linkage) that these coroutines' frames have
+// fields of types without linkage when the file that includes this one is
+// a source file rather than a header (the compiled library's): the frames
+// are the compiler's own, and nothing in them is visible elsewhere.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsubobject-linkage"
+#endif
+
 namespace troupe::effects {
 
 TROUPE_DECL dispatcher::dispatcher(context<dispatcher> ctx, effects::adapters a, dispatcher_options o)
@@ -437,3 +446,7 @@ TROUPE_DECL actor_ref<dispatcher> spawn_dispatcher(actor_system& sys, adapters a
 }
 
 } // namespace troupe::effects
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -17,3 +17,6 @@
 // The dispatcher and its attempts (no user type in them).
 #include <troupe/effects/impl/attempt.ipp>
 #include <troupe/effects/impl/dispatcher.ipp>
+
+// The outbox record's stored form (Boost.JSON and Describe behind it).
+#include <troupe/effects/impl/record_codec.ipp>
