@@ -79,8 +79,9 @@ if(MODE STREQUAL "find_package")
   run(${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/build" -DCMAKE_PREFIX_PATH=${WORK}/prefix
       -DCOUNTER_SOURCE=${COUNTER_SOURCE} ${launcher})
 else()
+  # Here the compiled twins also compile Asio's sources (TROUPE_COMPILED_ASIO).
   run(${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/build" -DTROUPE_SOURCE_DIR=${TROUPE_SOURCE}
-      -DCOUNTER_SOURCE=${COUNTER_SOURCE} ${launcher})
+      -DCOUNTER_SOURCE=${COUNTER_SOURCE} -DTROUPE_COMPILED_ASIO=ON ${launcher})
 endif()
 run(${CMAKE_COMMAND} --build "${WORK}/build" -j2)
 run("${WORK}/build/consumer")
