@@ -33,17 +33,26 @@ function(run)
   endif()
 endfunction()
 
-if(MODE STREQUAL "find_package" OR MODE STREQUAL "pkg-config")
+# MODE=install: builds troupe and installs it into ${WORK}/prefix, once,
+# for the find_package and pkg-config tests (their PREFIX).
+if(MODE STREQUAL "install")
   run(${CMAKE_COMMAND} -S "${TROUPE_SOURCE}" -B "${WORK}/troupe-build"
       -DTROUPE_BUILD_TESTS=OFF -DTROUPE_BUILD_EXAMPLES=OFF -DTROUPE_BUILD_BENCH=OFF
       -DCMAKE_INSTALL_PREFIX=${WORK}/prefix ${launcher})
   run(${CMAKE_COMMAND} --build "${WORK}/troupe-build" -j2)
   run(${CMAKE_COMMAND} --install "${WORK}/troupe-build")
+  message(STATUS "troupe installed into ${WORK}/prefix")
+  return()
+endif()
+if(MODE STREQUAL "find_package" OR MODE STREQUAL "pkg-config")
+  if(NOT EXISTS "${PREFIX}/include/troupe/troupe.hpp")
+    message(FATAL_ERROR "no troupe installed in ${PREFIX} (the test core/consumer_installs_troupe sets it up)")
+  endif()
 endif()
 if(MODE STREQUAL "pkg-config")
   # The compiler and the flags pkg-config gives, nothing else.
   find_program(PKG_CONFIG pkg-config REQUIRED)
-  file(GLOB_RECURSE _pc "${WORK}/prefix/*/troupe.pc")
+  file(GLOB_RECURSE _pc "${PREFIX}/*/troupe.pc")
   list(GET _pc 0 _pc)
   get_filename_component(_pc_dir "${_pc}" DIRECTORY)
   set(ENV{PKG_CONFIG_PATH} "${_pc_dir}")
@@ -64,19 +73,19 @@ if(MODE STREQUAL "pkg-config")
   run("${WORK}/build/consumer")
   run("${WORK}/build/consumer_compiled")
   # The layers on RocksDB, both ways, on one store.
-  if(EXISTS "${WORK}/prefix/include/troupe/rocksdb/store.hpp")
+  if(EXISTS "${PREFIX}/include/troupe/rocksdb/store.hpp")
     build_with(troupe-rocksdb "${COUNTER_SOURCE}" counter_header_only)
     build_with(troupe-rocksdb-compiled "${COUNTER_SOURCE}" counter_compiled)
     check_counters()
   endif()
-  if(EXISTS "${WORK}/prefix/include/troupe/postgres/store.hpp")
+  if(EXISTS "${PREFIX}/include/troupe/postgres/store.hpp")
     run(${PKG_CONFIG} --cflags --libs troupe-postgres troupe-postgres-compiled)
   endif()
   message(STATUS "consumer built and ran (pkg-config)")
   return()
 endif()
 if(MODE STREQUAL "find_package")
-  run(${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/build" -DCMAKE_PREFIX_PATH=${WORK}/prefix
+  run(${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/build" -DCMAKE_PREFIX_PATH=${PREFIX}
       -DCOUNTER_SOURCE=${COUNTER_SOURCE} ${launcher})
 else()
   # Here the compiled twins also compile Asio's sources (TROUPE_COMPILED_ASIO).
