@@ -16,3 +16,7 @@
 namespace troupe::persistence {
 template class journal_of<rocksdb_store>;
 }
+
+// The test kit's simulators keep their ledgers in RocksDB databases of
+// their own (troupe/testing/payment_gateway.hpp, email_service.hpp).
+#include <troupe/testing/detail/impl/ledger.ipp>
