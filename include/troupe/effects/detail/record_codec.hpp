@@ -48,7 +48,8 @@ struct record {
 //
 // These records are written a few times per effect; their readability in a
 // store dump is worth more than bytes. The JSON's field names are the
-// members' below (Boost.Describe), in this order. `encode` and `decode`
+// members of `stored_record` (Boost.Describe, in impl/record_codec.ipp),
+// in their order. `encode` and `decode`
 // write and read that text without building JSON values (a record is
 // encoded and decoded several times per effect); the described forms
 // define it, and tests hold the two to each other.
