@@ -8,6 +8,7 @@
 #include <troupe/context.hpp>
 #include <troupe/entity.hpp>
 #include <troupe/error.hpp>
+#include <troupe/metrics.hpp>
 #include <troupe/detail/cell.hpp>
 #include <troupe/detail/region.hpp>
 #include <troupe/detail/spawn.hpp>
@@ -225,6 +226,15 @@ public:
   std::size_t live_actors() const {
     return state_->live_count();
   }
+
+  /// Every metric of this system now: the core's (actors, messages,
+  /// mailboxes, workers), and those of the layers and engines it uses
+  /// (docs/operations.md lists them). Thread-safe; valid after shutdown.
+  metrics_snapshot metrics() const { return state_->metrics.snapshot(); }
+
+  /// Where this system's metrics are kept: a layer, or the application,
+  /// makes its own there (they appear in `metrics()` and on the endpoint).
+  troupe::metrics_registry& metric_registry() const noexcept { return state_->metrics; }
 
   /// The executor of the worker threads (valid until shutdown).
   executor_type get_executor() const noexcept { return state_->executor(); }

@@ -43,6 +43,10 @@ struct system_config {
   /// How long `shutdown()` waits for actors to finish their current handler
   /// (coroutine handlers may be suspended) before it stops the threads anyway.
   std::chrono::milliseconds shutdown_timeout{10'000};
+  /// Keeps the counts that cost something on every message (messages
+  /// handled, mailbox depths: see docs/operations.md). Off, those read
+  /// zero; the rest of `actor_system::metrics()` is kept either way.
+  bool metrics = true;
 };
 
 /// Settings of one actor, given to `actor_system::spawn`.

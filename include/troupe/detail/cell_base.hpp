@@ -124,6 +124,13 @@ public:
   std::uint32_t handled() const noexcept { return handled_.load(std::memory_order_relaxed); }
   system_state& sys() const noexcept { return *sys_; }
   bool closed() const noexcept { return inbox_.closed(); }
+  /// Racy: messages queued and not yet taken by a turn (with
+  /// `system_config::metrics`; 0 without).
+  std::uint32_t queued() const noexcept {
+    const auto d = static_cast<std::int32_t>(pushed_.load(std::memory_order_relaxed) -
+                                             taken_.load(std::memory_order_relaxed));
+    return d > 0 ? static_cast<std::uint32_t>(d) : 0; // (a taking turn may run ahead of a push's count)
+  }
 
   /// Thread-safe; the first request's reason wins. The actor stops after its
   /// current handler (a suspended coroutine handler finishes first).
@@ -180,8 +187,8 @@ public:
   cell_base* reg_next = nullptr;
 
 protected:
-  cell_base(system_state& s, bool start_blocked)
-      : shard_(system_state::this_thread_shard()), inbox_(start_blocked), sys_(&s), id_(s.new_id()) {
+  cell_base(system_state& s, bool start_blocked, actor_type_stats& type)
+      : shard_(system_state::this_thread_shard()), inbox_(start_blocked), sys_(&s), id_(s.new_id()), type_(&type) {
     s.cell_made(shard_);
   }
   virtual ~cell_base() {
@@ -231,6 +238,7 @@ public:
     if (sh.first) sh.first->reg_prev = this;
     sh.first = this;
     sh.live.store(sh.live.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+    type_->spawned.fetch_add(1, std::memory_order_relaxed);
   }
 
 protected:
@@ -250,6 +258,7 @@ protected:
       now = sh.live.load(std::memory_order_relaxed) - 1;
       sh.live.store(now, std::memory_order_seq_cst);
     }
+    type_->stopped.fetch_add(1, std::memory_order_relaxed);
     s.left(now);
   }
 
@@ -288,9 +297,15 @@ protected:
   /// is counted in (see `system_state::registry_shard`).
   const std::uint8_t shard_;
   inbox inbox_;
+  /// Messages pushed (counted before the push) and taken by turns, for the
+  /// mailbox's depth (`queued`), with `system_config::metrics`: the first
+  /// shares the mailbox's line, which a push writes anyway.
+  std::atomic<std::uint32_t> pushed_{0};
+  std::atomic<std::uint32_t> taken_{0};
   system_state* sys_;
   actor_id id_;
   std::atomic<cell_extras*> extras_{nullptr};
+  actor_type_stats* const type_;
 
 private:
   static cell_extras* stopped_mark() noexcept {
@@ -299,3 +314,7 @@ private:
 };
 
 } // namespace troupe::detail
+
+#if defined(TROUPE_HEADER_ONLY)
+#include <troupe/detail/impl/core_metrics.ipp>
+#endif

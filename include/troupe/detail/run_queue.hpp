@@ -104,6 +104,20 @@ public:
     // would call a new worker's queue empty of work for many runs.
     turn_ns_.store(static_cast<std::uint32_t>(old == 0 ? now : old + (now - old) / 8), std::memory_order_relaxed);
   }
+  /// The owner counts a run of `turns` turns that took `elapsed` and
+  /// handled `messages` (for the metrics).
+  void count_run(std::uint32_t turns, std::uint64_t messages, std::chrono::nanoseconds elapsed) noexcept {
+    turns_total_.store(turns_total_.load(std::memory_order_relaxed) + turns, std::memory_order_relaxed);
+    messages_.store(messages_.load(std::memory_order_relaxed) + messages, std::memory_order_relaxed);
+    busy_ns_.store(busy_ns_.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(std::max<std::int64_t>(elapsed.count(), 0)),
+                   std::memory_order_relaxed);
+  }
+  /// Racy: turns run, messages handled and time spent in runs of turns by
+  /// the owner so far.
+  std::uint64_t turns_total() const noexcept { return turns_total_.load(std::memory_order_relaxed); }
+  std::uint64_t messages() const noexcept { return messages_.load(std::memory_order_relaxed); }
+  std::uint64_t busy_ns() const noexcept { return busy_ns_.load(std::memory_order_relaxed); }
+
   /// Racy: the owner's recent time per turn (0 before it ran any).
   std::uint32_t turn_ns() const noexcept { return turn_ns_.load(std::memory_order_relaxed); }
   /// Racy: how long the actors waiting here would keep the owner busy,
@@ -130,6 +144,9 @@ private:
   std::atomic<std::uint32_t> turns_{0};
   std::atomic<std::uint32_t> turn_ns_{0};
   std::uint32_t seen_ = 0;
+  std::atomic<std::uint64_t> turns_total_{0};
+  std::atomic<std::uint64_t> messages_{0};
+  std::atomic<std::uint64_t> busy_ns_{0};
   std::atomic<std::uint32_t> size_{0};
   run_link* head_ = nullptr;
   run_link* tail_ = nullptr;
@@ -145,6 +162,7 @@ public:
 
   std::uint32_t count() const noexcept { return count_; }
   run_queue& operator[](std::uint32_t i) noexcept { return queues_[i]; }
+  const run_queue& operator[](std::uint32_t i) const noexcept { return queues_[i]; }
 
   /// A queue for the calling worker thread (once per thread), or null when
   /// every one is taken (a thread that is not one of the workers).

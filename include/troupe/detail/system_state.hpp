@@ -4,6 +4,7 @@
 
 #include <troupe/config.hpp>
 #include <troupe/lifecycle.hpp>
+#include <troupe/metrics.hpp>
 #include <troupe/detail/executor_target.hpp>
 #include <troupe/detail/post_counter.hpp>
 #include <troupe/detail/run_queue.hpp>
@@ -19,6 +20,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -75,6 +80,18 @@ public:
   }
 };
 
+/// Its address names the actor type `T` (not const: never merged).
+template <class T>
+inline char actor_type_key = 0;
+
+/// What a system counts of the actors of one type (its metrics).
+struct actor_type_stats {
+  actor_type_stats(const void* k, std::string_view n) : key(k), name(n) {}
+  const void* const key;
+  const std::string name;
+  std::atomic<std::uint64_t> spawned{0}, stopped{0}, restarts{0};
+};
+
 /// Owned jointly by the actor_system and every cell it spawned, so a stale
 /// actor_ref can still count a dead letter after the system is gone.
 struct system_state {
@@ -82,6 +99,7 @@ struct system_state {
       : config(c), owner(o), queues(worker_count(c)), pool(std::in_place, queues.count(), this),
         pool_address(&*pool) {
     if (queues.count() > 1) monitor.emplace(pool->get_executor());
+    core_metrics = metrics.add_collector([this](metrics_snapshot& s) { collect_core_metrics(s); });
   }
 
   static std::uint32_t worker_count(const system_config& c) noexcept {
@@ -131,6 +149,47 @@ struct system_state {
   /// thread outside it): the pool is not destroyed before they have.
   post_counter posts;
   std::atomic<std::uint64_t> dead_letters{0};
+
+  // -- metrics ------------------------------------------------------------------
+
+  metrics_registry metrics;
+  metrics_registry::collector_handle core_metrics;
+  /// Messages handled on threads that are not this system's workers (each
+  /// worker counts its own in its run queue).
+  std::atomic<std::uint64_t> outside_handled{0};
+  /// The stats of the actors of each type, made on their type's first spawn.
+  mutable spinlock types_lock;
+  std::deque<std::unique_ptr<actor_type_stats>> types;
+
+  /// The stats of the actors whose type `key` names (`name` for a new one).
+  actor_type_stats& type_stats(const void* key, std::string_view name) {
+    struct last_seen {
+      std::uint64_t generation = 0;
+      const void* key = nullptr;
+      actor_type_stats* stats = nullptr;
+    };
+    thread_local last_seen last; // a thread that spawns many of one type looks once
+    if (last.generation == generation && last.key == key) return *last.stats;
+    actor_type_stats* found = nullptr;
+    {
+      std::lock_guard g(types_lock);
+      for (auto& t : types)
+        if (t->key == key) found = t.get();
+    }
+    if (!found) {
+      auto made = std::make_unique<actor_type_stats>(key, name); // (no allocation under the spinlock)
+      std::lock_guard g(types_lock);
+      for (auto& t : types)
+        if (t->key == key) found = t.get();
+      if (!found) found = types.emplace_back(std::move(made)).get();
+    }
+    last = {generation, key, found};
+    return *found;
+  }
+
+  /// Adds the core's metrics to `s` (a collector of `metrics`).
+  TROUPE_DECL void collect_core_metrics(metrics_snapshot& s) const;
+
   /// The first ID of the next block handed to a thread (see `new_id`).
   std::atomic<actor_id> next_id{1};
 
@@ -157,7 +216,7 @@ struct system_state {
   // threads share no cache line (an actor leaves the list it entered, from
   // whichever thread it stops on).
   struct alignas(64) registry_shard {
-    spinlock lock;
+    mutable spinlock lock;
     cell_base* first = nullptr;
     /// Actors in this list (changed under the lock, read without it).
     std::atomic<std::size_t> live{0};

@@ -81,6 +81,9 @@ struct turn_state {
   /// `flood_pushes(*sys)`, read when the run of turns began.
   std::uint32_t flood = 0;
   cell_base* woken[max_pending];
+  /// Messages taken by this thread's turns since its run of turns began
+  /// (with `system_config::metrics`): counted in its run queue when it ends.
+  std::uint64_t handled = 0;
   /// This thread's run queue (once it ran a turn of `queue_sys`), or null.
   run_queue* queue = nullptr;
   const system_state* queue_sys = nullptr;
@@ -348,12 +351,20 @@ inline void run_turns(cell_base* c) noexcept {
   // it busy (two clock reads per run of turns, not per turn).
   struct timing {
     run_queue* q;
+    system_state& sys;
     const std::uint32_t& turns;
     std::chrono::steady_clock::time_point began = q ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     ~timing() {
-      if (q) q->record_turns(turns, std::chrono::steady_clock::now() - began);
+      auto& handled = this_turn.handled;
+      if (q) {
+        const auto elapsed = std::chrono::steady_clock::now() - began;
+        q->record_turns(turns, elapsed);
+        q->count_run(turns, std::exchange(handled, 0), elapsed);
+      } else if (handled) {
+        sys.outside_handled.fetch_add(std::exchange(handled, 0), std::memory_order_relaxed);
+      }
     }
-  } timed{q, turns};
+  } timed{q, *sys, turns};
   for (;; ++turns) {
     t.in_turn = true;
     t.holding = true;

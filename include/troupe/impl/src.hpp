@@ -16,3 +16,7 @@
 
 // The core's error category: one object for the whole program.
 #include <troupe/impl/error.ipp>
+
+// The metrics' snapshot and registry, and what the core reports in them.
+#include <troupe/impl/metrics.ipp>
+#include <troupe/detail/impl/core_metrics.ipp>

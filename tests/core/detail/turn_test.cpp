@@ -25,7 +25,7 @@ namespace d = troupe::detail;
 namespace {
 
 struct fake_cell final : d::cell_base {
-  explicit fake_cell(d::system_state& s) : cell_base(s, false) {}
+  explicit fake_cell(d::system_state& s) : cell_base(s, false, s.type_stats(&d::actor_type_key<fake_cell>, "fake_cell")) {}
   std::function<void()> on_turn;
   int turns = 0, posts = 0;
   void request_stop(troupe::exit_reason) override {}

@@ -34,6 +34,7 @@ envelope<T>* cell<T>::take_matching(const void* const* tags, std::size_t count, 
         if (tags[i] != tag) continue;
         *scan_ = e->next;
         if (capacity_ && e->counts()) release_slot();
+        if (sys_->config.metrics) taken_.store(taken_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return e;
       }
     }
@@ -92,6 +93,8 @@ void cell<T>::turn() noexcept {
   running_scope running(this);
   if (receiving_) return receive_turn();
   const std::uint32_t budget = sys_->config.throughput;
+  const bool metrics = sys_->config.metrics;
+  auto& t = this_turn;
   for (std::uint32_t n = 0; n < budget;) {
     if (!cache_) {
       cache_ = inbox_.take_all();
@@ -105,6 +108,10 @@ void cell<T>::turn() noexcept {
     cache_ = e->next;
     if (capacity_ && e->counts()) release_slot();
     bool user = e->counts();
+    if (metrics) {
+      taken_.store(taken_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      t.handled += user; // (a message whose handler fails or suspends counts too)
+    }
     bool suspended;
     try {
       suspended = e->process(*this);
@@ -225,6 +232,7 @@ bool cell<T>::on_failure(const std::exception_ptr& ep, bool resumable) noexcept 
 template <class T>
 void cell<T>::restart_now() noexcept {
   if (stop_requested()) return finish_stop();
+  type_->restarts.fetch_add(1, std::memory_order_relaxed);
   try {
     ++incarnation_;
     awaited_.store(std::uint64_t(incarnation_) << 32, std::memory_order_relaxed); // the earlier one's never resume
