@@ -9,7 +9,7 @@ set -euo pipefail
 
 packages=(g++ cmake make ccache pkg-config
           libasio-dev librocksdb-dev libboost-json1.81-dev catch2 libbenchmark-dev
-          libjemalloc-dev libpq-dev postgresql-15)
+          libjemalloc-dev libpq-dev postgresql-15 python3 python3-prometheus-client)
 if [[ "${1:-}" == "--peer" ]]; then
   packages+=(libcaf-dev gnuplot-nox python3)
 fi
