@@ -19,7 +19,7 @@ namespace {
 
 using savina::check;
 
-troupe::system_config config() { return troupe::system_config{.threads = savina::threads}; }
+troupe::system_config config() { return troupe::system_config{.threads = savina::threads, .metrics = savina::metrics}; }
 
 // -- pingpong: request/response round trips ------------------------------------
 

@@ -68,11 +68,19 @@ inline constexpr int radix_bits = 50;
 /// sees it), default 2.
 inline std::size_t threads = 2;
 
+/// `--metrics=off`: the systems keep no per-message counts
+/// (`system_config::metrics`), to measure what they cost.
+inline bool metrics = true;
+
 inline void parse_threads(int& argc, char** argv) {
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0)
       threads = std::strtoul(argv[i] + 10, nullptr, 10);
+    else if (std::strcmp(argv[i], "--metrics=off") == 0)
+      metrics = false;
+    else if (std::strcmp(argv[i], "--metrics=on") == 0)
+      metrics = true;
     else
       argv[out++] = argv[i];
   }

@@ -33,6 +33,8 @@ namespace troupe {
 /// Label names and values of one metric, in the order given.
 using metric_labels = std::vector<std::pair<std::string, std::string>>;
 
+struct metric_sample;
+
 /// What a metric family is, as Prometheus names it.
 enum class metric_type : std::uint8_t { counter, gauge, histogram };
 
@@ -81,16 +83,15 @@ public:
   /// the one above the last bound.
   std::uint64_t bucket(std::size_t i) const noexcept { return buckets_[i].load(std::memory_order_relaxed); }
   double sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
+  /// What it holds now, as a snapshot's sample with `labels`.
+  metric_sample sample(metric_labels labels = {}) const;
 
   /// Bounds for durations in seconds: 50 µs to 10 s.
   static std::vector<double> seconds_buckets() {
-    return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-            0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5,    5,     10};
+    return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   }
   /// Bounds for sizes (records in a group, say): 1 to 4096, powers of two.
-  static std::vector<double> size_buckets() {
-    return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
-  }
+  static std::vector<double> size_buckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}; }
 
 private:
   const std::vector<double> bounds_;
@@ -110,6 +111,18 @@ struct metric_sample {
   double sum = 0;
   std::uint64_t count = 0;
 };
+
+inline metric_sample histogram::sample(metric_labels labels) const {
+  metric_sample m;
+  m.labels = std::move(labels);
+  m.bounds = bounds_;
+  m.cumulative.resize(bounds_.size() + 1);
+  std::uint64_t running = 0;
+  for (std::size_t i = 0; i <= bounds_.size(); ++i) m.cumulative[i] = running += bucket(i);
+  m.count = running;
+  m.sum = sum();
+  return m;
+}
 
 struct metric_family {
   std::string name;
@@ -175,8 +188,7 @@ public:
   class collector_handle {
   public:
     collector_handle() = default;
-    collector_handle(collector_handle&& o) noexcept
-        : registry_(std::exchange(o.registry_, nullptr)), it_(o.it_) {}
+    collector_handle(collector_handle&& o) noexcept : registry_(std::exchange(o.registry_, nullptr)), it_(o.it_) {}
     collector_handle& operator=(collector_handle&& o) noexcept {
       if (this != &o) {
         reset();
@@ -216,8 +228,8 @@ private:
     std::unique_ptr<gauge> g;
     std::unique_ptr<histogram> h;
   };
-  TROUPE_DECL entry& find_or_make(std::string_view name, std::string_view help, metric_type type,
-                                  metric_labels& labels, const std::vector<double>* bounds);
+  TROUPE_DECL entry& find_or_make(std::string_view name, std::string_view help, metric_type type, metric_labels& labels,
+                                  const std::vector<double>* bounds);
   TROUPE_DECL void remove_collector(collector_handle::iterator it) noexcept;
 
   mutable std::mutex mutex_;

@@ -57,8 +57,9 @@ TEST_CASE("prometheus: GET /metrics answers the system's snapshot as text 0.0.4 
   CHECK(r.find("\n# TYPE troupe_actors_live gauge\n") != std::string::npos);
   const auto j = get(ep.port(), "/metrics.json?x=1");
   CHECK(j.find("Content-Type: application/json\r\n") != std::string::npos);
-  CHECK(j.find(R"({"name":"app_things_total","help":"Things","type":"counter","samples":[{"labels":{},"value":42}]})") !=
-        std::string::npos);
+  CHECK(
+      j.find(R"({"name":"app_things_total","help":"Things","type":"counter","samples":[{"labels":{},"value":42}]})") !=
+      std::string::npos);
 }
 
 TEST_CASE("prometheus: the endpoint answers 404, 405, HEAD, and 400 for what does not parse") {
@@ -105,7 +106,7 @@ TEST_CASE("prometheus: an idle connection is closed after idle_timeout; connecti
   a.connect(at);
   b.connect(at);
   asio::write(a, asio::buffer(std::string("GET /metrics HTTP/1.1\r\n"))); // never ends its head
-  std::this_thread::sleep_for(50ms); // both accepted
+  std::this_thread::sleep_for(50ms);                                      // both accepted
   c.connect(at);
   char buf[64];
   std::error_code ec;
@@ -121,7 +122,8 @@ TEST_CASE("prometheus: an idle connection is closed after idle_timeout; connecti
   CHECK(test::eventually([&] { return get(ep.port(), "/metrics").starts_with("HTTP/1.1 200 OK\r\n"); }));
 }
 
-TEST_CASE("prometheus: an address that is not an IP address is refused with invalid_argument, and a port in use throws") {
+TEST_CASE(
+    "prometheus: an address that is not an IP address is refused with invalid_argument, and a port in use throws") {
   troupe::actor_system sys(troupe::system_config{.threads = 1});
   try {
     troupe::observe::endpoint ep(sys, {.address = "localhost"});

@@ -49,8 +49,8 @@ int main() {
   c.stop();
   while (sys.live_actors() != 2) std::this_thread::yield();
   c.tell(add{1});
-  auto& h = sys.metric_registry().make_histogram("app_wait_seconds", "A histogram of the application's",
-                                                 {0.01, 0.1, 1}, {{"stage", "pick \"fast\""}});
+  auto& h = sys.metric_registry().make_histogram("app_wait_seconds", "A histogram of the application's", {0.01, 0.1, 1},
+                                                 {{"stage", "pick \"fast\""}});
   for (double v : {0.005, 0.05, 0.5, 5.0}) h.observe(v);
   // (the processed count is taken when the workers' runs of turns end)
   while (sys.metrics().value("troupe_messages_processed_total").value_or(0) < 1002) std::this_thread::yield();
@@ -58,7 +58,6 @@ int main() {
   troupe::observe::endpoint ep(sys);
   std::cout << ep.url() << std::endl;
   std::string line;
-  while (std::getline(std::cin, line)) {
-  }
+  while (std::getline(std::cin, line)) {}
   std::cout << "requests " << ep.requests() << std::endl;
 }

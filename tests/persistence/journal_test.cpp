@@ -3,6 +3,7 @@
 #include <troupe/persistence/journal.hpp>
 
 #include <troupe/persistence/memory_store.hpp>
+#include <troupe/persistence/persistent_actor.hpp>
 
 #include <troupe/task.hpp>
 
@@ -112,6 +113,40 @@ TEST_CASE("journal_of passes tables through to the store") {
   REQUIRE_FALSE(code_of_write(*f.j, "", {}, {})); // after the later write
   REQUIRE_FALSE(f.j->get(t, "k", v));
   CHECK(!v);
+}
+
+} // namespace persistence_journal_test
+
+namespace persistence_journal_test {
+
+TEST_CASE("metrics: a system's journal reports its writes' latency, events and failures by code") {
+  fixture f;
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  tp::set_journal(sys, f.j);
+  for (tp::sequence_nr s = 1; s <= 5; ++s) CHECK_FALSE(code_of_write(*f.j, "p", one(s)));
+  CHECK(code_of_write(*f.j, "p", one(3)) == tp::errc::sequence_mismatch);
+  CHECK(code_of_write(*f.j, "p", one(3)) == tp::errc::sequence_mismatch);
+  const auto s = sys.metrics();
+  CHECK(s.value("troupe_persist_writes_total") == 7);
+  CHECK(s.value("troupe_persist_events_total") == 7);
+  const auto* latency = s.sample("troupe_persist_latency_seconds");
+  REQUIRE(latency);
+  CHECK(latency->count == 7);
+  CHECK(latency->sum >= 0);
+  const auto mismatch = tp::make_error_code(tp::errc::sequence_mismatch);
+  CHECK(s.value("troupe_store_errors_total", {{"category", mismatch.category().name()},
+                                              {"code", std::to_string(mismatch.value())},
+                                              {"message", mismatch.message()}}) == 2);
+  CHECK(s.prometheus().find("# TYPE troupe_persist_latency_seconds histogram\n") != std::string::npos);
+}
+
+TEST_CASE("metrics: a journal no longer the system's (replaced) is no longer reported") {
+  fixture f, g;
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  tp::set_journal(sys, f.j);
+  CHECK_FALSE(code_of_write(*f.j, "p", one(1)));
+  tp::set_journal(sys, g.j);
+  CHECK(sys.metrics().value("troupe_persist_writes_total") == 0); // g's
 }
 
 } // namespace persistence_journal_test

@@ -1,5 +1,6 @@
 #include <troupe/persistence/journal.hpp>
 #include <troupe/rocksdb/store.hpp>
+#include <troupe/persistence/persistent_actor.hpp>
 // The engine's own layout and RocksDB's API, which these tests reach into.
 #include <troupe/rocksdb/detail/engine.hpp>
 
@@ -471,3 +472,29 @@ TEST_CASE("try_get never reads from the disk, however cold the cache") {
 }
 
 } // namespace persistence_rocksdb_store_test
+
+namespace persistence_rocksdb_store_metrics_test {
+
+TEST_CASE("metrics: a RocksDB journal reports its group commits, events and records with the system's metrics") {
+  namespace tp = troupe::persistence;
+  test::temp_dir dir;
+  auto store = std::make_shared<tp::rocksdb_store>(dir.str());
+  auto j = std::make_shared<tp::journal_of<tp::rocksdb_store>>(store);
+  troupe::actor_system sys(troupe::system_config{.threads = 1});
+  tp::set_journal(sys, j);
+  for (tp::sequence_nr s = 1; s <= 10; ++s) {
+    std::promise<std::error_code> p;
+    j->write("p", {{s, "m", 1, "x"}}, {}, [&](std::error_code ec) { p.set_value(ec); });
+    REQUIRE_FALSE(test::get(p.get_future()));
+  }
+  const auto m = sys.metrics();
+  const troupe::metric_labels engine{{"engine", "rocksdb"}};
+  CHECK(m.value("troupe_store_events_written_total", engine) == 10);
+  CHECK(m.value("troupe_store_group_commits_total", engine) == static_cast<double>(store->batches_written()));
+  CHECK(m.value("troupe_store_group_commits_total", engine) >= 1);
+  CHECK(m.value("troupe_store_records_written_total", engine) >= 10);
+  CHECK(m.value("troupe_persist_writes_total") == 10);
+  CHECK(m.sample("troupe_persist_latency_seconds")->count == 10);
+}
+
+} // namespace persistence_rocksdb_store_metrics_test

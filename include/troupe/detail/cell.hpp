@@ -251,7 +251,7 @@ public:
     *x->stash_tail = cache_;
     cache_ = std::exchange(x->stash_head, nullptr);
     x->stash_tail = &x->stash_head;
-    if (sys_->config.metrics) pushed_.fetch_add(static_cast<std::uint32_t>(x->stashed), std::memory_order_relaxed);
+    if (sys_->config.metrics) count_seen(static_cast<std::uint32_t>(x->stashed));
     return std::exchange(x->stashed, 0);
   }
 
@@ -450,7 +450,6 @@ private:
     // every inbox, then waits for the count, then destroys the pool.
     std::optional<post_counter::guard> counted;
     if (!turn.holding || turn.sys != sys_) counted.emplace(sys_->posts);
-    if (sys_->config.metrics) pushed_.fetch_add(1, std::memory_order_relaxed); // before: never fewer than taken
     switch (inbox_.push(e)) {
     case inbox::push_result::queued:
       // Counted while the turn holds an actor it woke (a turn's pushes to

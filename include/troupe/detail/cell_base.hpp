@@ -124,12 +124,17 @@ public:
   std::uint32_t handled() const noexcept { return handled_.load(std::memory_order_relaxed); }
   system_state& sys() const noexcept { return *sys_; }
   bool closed() const noexcept { return inbox_.closed(); }
-  /// Racy: messages queued and not yet taken by a turn (with
-  /// `system_config::metrics`; 0 without).
+  /// Racy: messages the actor took from its mailbox and has not yet
+  /// handled (the one in its handler too), as of its last take (with `system_config::metrics`; 0
+  /// without). The mailbox is taken whole at once, so this is its depth
+  /// when the actor last looked at it; what came since is counted at its
+  /// next look (a producer counts nothing: that would put an atomic
+  /// read-modify-write on every send).
   std::uint32_t queued() const noexcept {
-    const auto d = static_cast<std::int32_t>(pushed_.load(std::memory_order_relaxed) -
-                                             taken_.load(std::memory_order_relaxed));
-    return d > 0 ? static_cast<std::uint32_t>(d) : 0; // (a taking turn may run ahead of a push's count)
+    const auto d = static_cast<std::int32_t>(seen_.load(std::memory_order_relaxed) -
+                                             handled_.load(std::memory_order_relaxed) -
+                                             passed_.load(std::memory_order_relaxed));
+    return d > 0 ? static_cast<std::uint32_t>(d) : 0;
   }
 
   /// Thread-safe; the first request's reason wins. The actor stops after its
@@ -297,11 +302,19 @@ protected:
   /// is counted in (see `system_state::registry_shard`).
   const std::uint8_t shard_;
   inbox inbox_;
-  /// Messages pushed (counted before the push) and taken by turns, for the
-  /// mailbox's depth (`queued`), with `system_config::metrics`: the first
-  /// shares the mailbox's line, which a push writes anyway.
-  std::atomic<std::uint32_t> pushed_{0};
-  std::atomic<std::uint32_t> taken_{0};
+  /// For `queued`, with `system_config::metrics` (written by the turns
+  /// only, plain stores as `handled_`): messages the actor's turns took
+  /// from the mailbox, a batch at a time; and of those, the ones that
+  /// left otherwise than through `handled_` (a handler that failed or
+  /// suspended, a message a coroutine received, a stale deadline): rare,
+  /// so the common path stores nothing more than `handled_`, which shares
+  /// its line with the mailbox's head that senders write.
+  std::atomic<std::uint32_t> seen_{0};
+  std::atomic<std::uint32_t> passed_{0};
+  void count_seen(std::uint32_t n) noexcept {
+    seen_.store(seen_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  void count_passed() noexcept { passed_.store(passed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   system_state* sys_;
   actor_id id_;
   std::atomic<cell_extras*> extras_{nullptr};

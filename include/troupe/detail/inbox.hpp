@@ -44,8 +44,14 @@ public:
 
   /// Consumer only. Everything queued so far, oldest first, or nullptr.
   envelope_base* take_all() noexcept {
+    std::uint32_t n;
+    return take_all(n);
+  }
+  /// As `take_all()`, with `n` set to how many were taken.
+  envelope_base* take_all(std::uint32_t& n) noexcept {
+    n = 0;
     if (head_.load(std::memory_order_relaxed) == nullptr) return nullptr;
-    return reverse(head_.exchange(nullptr, std::memory_order_acq_rel));
+    return reverse(head_.exchange(nullptr, std::memory_order_acq_rel), n);
   }
 
   /// Consumer only. Marks the consumer idle if the inbox is still empty;
@@ -69,12 +75,18 @@ private:
   static envelope_base* closed_tag() noexcept { return reinterpret_cast<envelope_base*>(std::uintptr_t{2}); }
   static bool is_tag(envelope_base* e) noexcept { return e == nullptr || e == blocked_tag() || e == closed_tag(); }
   static envelope_base* reverse(envelope_base* h) noexcept {
+    std::uint32_t n;
+    return reverse(h, n);
+  }
+  static envelope_base* reverse(envelope_base* h, std::uint32_t& n) noexcept {
     envelope_base* out = nullptr;
+    n = 0;
     while (h) {
       envelope_base* next = h->next;
       h->next = out;
       out = h;
       h = next;
+      ++n;
     }
     return out;
   }

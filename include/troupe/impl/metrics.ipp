@@ -33,8 +33,7 @@ inline bool label_name_ok(std::string_view n) noexcept {
 
 inline void check_metric(std::string_view name, metric_type type, const metric_labels& labels) {
   if (!metric_name_ok(name))
-    throw error(errc::invalid_argument,
-                "metric name \"" + std::string(name) + "\" is not [a-zA-Z_:][a-zA-Z0-9_:]*");
+    throw error(errc::invalid_argument, "metric name \"" + std::string(name) + "\" is not [a-zA-Z_:][a-zA-Z0-9_:]*");
   for (const auto& [k, v] : labels) {
     if (!label_name_ok(k))
       throw error(errc::invalid_argument, "label name \"" + k + "\" of metric " + std::string(name) +
@@ -237,7 +236,7 @@ TROUPE_DECL metrics_registry::entry& metrics_registry::find_or_make(std::string_
 }
 
 TROUPE_DECL counter& metrics_registry::make_counter(std::string_view name, std::string_view help,
-                                                   metric_labels labels) {
+                                                    metric_labels labels) {
   return *find_or_make(name, help, metric_type::counter, labels, nullptr).c;
 }
 
@@ -246,7 +245,7 @@ TROUPE_DECL gauge& metrics_registry::make_gauge(std::string_view name, std::stri
 }
 
 TROUPE_DECL histogram& metrics_registry::make_histogram(std::string_view name, std::string_view help,
-                                                       std::vector<double> bounds, metric_labels labels) {
+                                                        std::vector<double> bounds, metric_labels labels) {
   return *find_or_make(name, help, metric_type::histogram, labels, &bounds).h;
 }
 
@@ -271,16 +270,7 @@ TROUPE_DECL metrics_snapshot metrics_registry::snapshot() const {
     switch (e.type) {
     case metric_type::counter: m.value = static_cast<double>(e.c->value()); break;
     case metric_type::gauge: m.value = static_cast<double>(e.g->value()); break;
-    case metric_type::histogram: {
-      const auto& h = *e.h;
-      m.bounds = h.bounds();
-      m.cumulative.resize(m.bounds.size() + 1);
-      std::uint64_t running = 0;
-      for (std::size_t i = 0; i <= m.bounds.size(); ++i) m.cumulative[i] = running += h.bucket(i);
-      m.count = running;
-      m.sum = h.sum();
-      break;
-    }
+    case metric_type::histogram: m = e.h->sample(e.labels); break;
     }
     s.add(e.name, e.help, e.type, std::move(m));
   }

@@ -9,6 +9,7 @@
 #include <troupe/error.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
+#include <troupe/persistence/detail/journal_meter.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/blocking_thread.hpp>
 #include <troupe/detail/stored_handler.hpp>
@@ -18,6 +19,7 @@
 #include <asio/async_result.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -42,6 +44,11 @@ namespace troupe::persistence {
 class journal {
 public:
   virtual ~journal() = default;
+
+  /// Adds this journal's metrics to `s`: its writes' latency, events and
+  /// failures, and what its store reports of itself. `set_journal` makes
+  /// the actor system's snapshots call it. By default nothing.
+  virtual void report_metrics(metrics_snapshot& s) const { (void)s; }
 
   // -- tables -------------------------------------------------------------------
 
@@ -304,11 +311,25 @@ public:
 
   void write(std::string pid, std::vector<event_record> events, std::vector<table_write> tables,
              troupe::detail::unique_function<void(std::error_code)> done) override {
-    if constexpr (requires { store_.submit(std::move(pid), std::move(events), std::move(tables), std::move(done)); }) {
-      store_.submit(std::move(pid), std::move(events), std::move(tables), std::move(done));
+    // Timed from here to its completion (the meter shared: a completion
+    // may come from the store's thread after this adapter has gone).
+    troupe::detail::unique_function<void(std::error_code)> timed =
+        [meter = meter_, started = std::chrono::steady_clock::now(), n = events.size(),
+         done = std::move(done)](std::error_code ec) mutable {
+          meter->record(std::chrono::steady_clock::now() - started, n, ec);
+          done(ec);
+        };
+    if constexpr (requires { store_.submit(std::move(pid), std::move(events), std::move(tables), std::move(timed)); }) {
+      store_.submit(std::move(pid), std::move(events), std::move(tables), std::move(timed));
     } else {
-      done(store_.write(pid, events, tables));
+      auto ec = store_.write(pid, events, tables);
+      timed(ec);
     }
+  }
+
+  void report_metrics(metrics_snapshot& s) const override {
+    meter_->report(s);
+    if constexpr (requires { store_.report_metrics(s); }) store_.report_metrics(s);
   }
 
   void write_later(std::vector<table_write> tables) override {
@@ -394,6 +415,7 @@ public:
 private:
   std::shared_ptr<Store> owner_;
   Store& store_;
+  std::shared_ptr<detail::journal_meter> meter_ = std::make_shared<detail::journal_meter>();
   // The reading thread waits for the applier: it goes first.
   blocking_thread applier_{"troupe-replay"};
   blocking_thread blocking_{"troupe-journal"};

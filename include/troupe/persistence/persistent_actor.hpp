@@ -36,12 +36,27 @@
 
 namespace troupe::persistence {
 
+namespace detail {
+/// Keeps the journal's metrics in its system's snapshots while it is the
+/// system's journal (an extension: gone before the system's registry).
+struct journal_metrics_link {
+  metrics_registry::collector_handle handle;
+};
+} // namespace detail
+
 /// Makes `j` the journal of every persistent actor of `sys` spawned with a
-/// context and no explicit journal. It lives until `sys` is destroyed,
-/// after all its actors have stopped.
+/// context and no explicit journal, and reports its metrics with the
+/// system's (`actor_system::metrics()`). It lives until `sys` is
+/// destroyed, after all its actors have stopped.
 inline void set_journal(actor_system& sys, std::shared_ptr<journal> j) {
   if (!j) throw error(troupe::errc::invalid_argument, "set_journal: the journal is null");
+  auto link = std::make_shared<detail::journal_metrics_link>();
+  link->handle = sys.metric_registry().add_collector(
+      [w = std::weak_ptr<journal>(j)](metrics_snapshot& s) {
+        if (auto jj = w.lock()) jj->report_metrics(s);
+      });
   sys.set_extension<journal>(std::move(j));
+  sys.set_extension<detail::journal_metrics_link>(std::move(link)); // (the one before it, if any, goes)
 }
 
 /// Base of an event-sourced actor `Derived` with state `State`.

@@ -21,6 +21,7 @@
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
 #include <troupe/error.hpp>
+#include <troupe/metrics.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
@@ -171,6 +172,9 @@ public:
   /// Commits so far, and the writes they carried (group commit's measure).
   using writer_counts = postgres_writer_counts;
   TROUPE_DECL writer_counts counts() const;
+  /// Adds `counts()` to a metrics snapshot (`journal_of` does, for the
+  /// actor system whose journal it is).
+  TROUPE_DECL void report_metrics(metrics_snapshot& s) const;
 
 private:
   TROUPE_DECL std::error_code scan_keys(table t, std::string_view prefix, std::string_view from,

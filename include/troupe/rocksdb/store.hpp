@@ -16,6 +16,7 @@
 #include <troupe/detail/stored_handler.hpp>
 #include <troupe/detail/unique_function.hpp>
 #include <troupe/error.hpp>
+#include <troupe/metrics.hpp>
 #include <troupe/persistence/detail/live_ids.hpp>
 #include <troupe/persistence/error.hpp>
 #include <troupe/persistence/records.hpp>
@@ -230,6 +231,9 @@ public:
   /// RocksDB's compactions of the store's files since it was opened (and
   /// across its reopens after failures), and the bytes they read and wrote.
   TROUPE_DECL compaction_totals compactions() const noexcept;
+  /// Adds the figures above to a metrics snapshot (`journal_of` does, for
+  /// the actor system whose journal it is).
+  TROUPE_DECL void report_metrics(metrics_snapshot& s) const;
 
 private:
   TROUPE_DECL std::error_code scan_keys(table t, std::string_view prefix, std::string_view from,

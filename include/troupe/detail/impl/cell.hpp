@@ -16,14 +16,17 @@ envelope<T>* cell<T>::take_matching(const void* const* tags, std::size_t count, 
   for (;;) {
     envelope_base* b = *scan_;
     if (!b) {
-      b = inbox_.take_all();
+      std::uint32_t n;
+      b = inbox_.take_all(n);
       if (!b) return nullptr;
+      if (sys_->config.metrics) count_seen(n);
       *scan_ = b;
     }
     auto* e = static_cast<envelope<T>*>(b);
     const void* tag = e->tag();
     if (tag == &receive_deadline_tag) {
       *scan_ = e->next; // a deadline: this receive's ends it, an earlier one's is stale
+      if (sys_->config.metrics) count_passed();
       deadline = static_cast<receive_deadline_envelope<T>*>(e)->generation == generation;
       e->dispose();
       if (deadline) return nullptr;
@@ -34,7 +37,7 @@ envelope<T>* cell<T>::take_matching(const void* const* tags, std::size_t count, 
         if (tags[i] != tag) continue;
         *scan_ = e->next;
         if (capacity_ && e->counts()) release_slot();
-        if (sys_->config.metrics) taken_.store(taken_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        if (sys_->config.metrics) count_passed();
         return e;
       }
     }
@@ -97,21 +100,20 @@ void cell<T>::turn() noexcept {
   auto& t = this_turn;
   for (std::uint32_t n = 0; n < budget;) {
     if (!cache_) {
-      cache_ = inbox_.take_all();
+      std::uint32_t taken;
+      cache_ = inbox_.take_all(taken);
       if (!cache_) {
         if (inbox_.try_block()) return;
         continue;
       }
+      if (metrics) count_seen(taken);
     }
     if (stop_requested()) return finish_stop();
     auto* e = static_cast<envelope<T>*>(cache_);
     cache_ = e->next;
     if (capacity_ && e->counts()) release_slot();
     bool user = e->counts();
-    if (metrics) {
-      taken_.store(taken_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      t.handled += user; // (a message whose handler fails or suspends counts too)
-    }
+    if (metrics) t.handled += user; // (a message whose handler fails or suspends counts too)
     bool suspended;
     try {
       suspended = e->process(*this);
@@ -119,10 +121,14 @@ void cell<T>::turn() noexcept {
       auto ep = std::current_exception();
       e->reject(handler_failure(type_name<T>(), e->name(), ep));
       e->dispose();
+      if (metrics) count_passed();
       if (on_failure(ep)) return;
       continue;
     }
-    if (suspended) return;
+    if (suspended) {
+      if (metrics) count_passed();
+      return;
+    }
     e->dispose();
     handled_.store(handled_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     n += user ? 1 : 0;

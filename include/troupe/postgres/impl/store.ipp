@@ -82,4 +82,18 @@ TROUPE_DECL std::error_code postgres_store::delete_snapshots(std::string_view pi
 TROUPE_DECL std::string postgres_store::last_failure() const { return engine_->last_failure(); }
 TROUPE_DECL postgres_store::writer_counts postgres_store::counts() const { return engine_->counts(); }
 
+TROUPE_DECL void postgres_store::report_metrics(metrics_snapshot& s) const {
+  const metric_labels engine{{"engine", "postgres"}};
+  const auto c = counts();
+  auto d = [](auto v) { return static_cast<double>(v); };
+  s.add_counter("troupe_store_group_commits_total",
+                "Group commits: one store write (and, synced, one WAL sync) for every write queued meanwhile",
+                d(c.commits), engine);
+  s.add_counter("troupe_store_writes_total", "Writes the group commits carried", d(c.writes), engine);
+  s.add_counter("troupe_store_commits_resolved_total", "Commits whose answer was lost and whose outcome was asked",
+                d(c.resolved), engine);
+  s.add_counter("troupe_store_deadlock_retries_total", "Groups rolled back as a deadlock's victim and run again",
+                d(c.deadlock_retries), engine);
+}
+
 } // namespace troupe::persistence

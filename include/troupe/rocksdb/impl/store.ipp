@@ -89,6 +89,25 @@ TROUPE_DECL std::error_code rocksdb_store::delete_snapshots(std::string_view pid
   return engine_->delete_snapshots(pid, c);
 }
 
+TROUPE_DECL void rocksdb_store::report_metrics(metrics_snapshot& s) const {
+  const metric_labels engine{{"engine", "rocksdb"}};
+  auto d = [](auto v) { return static_cast<double>(v); };
+  s.add_counter("troupe_store_group_commits_total",
+                "Group commits: one store write (and, synced, one WAL sync) for every write queued meanwhile",
+                d(batches_written()), engine);
+  s.add_counter("troupe_store_events_written_total", "Events written by the group commits", d(events_written()),
+                engine);
+  s.add_counter("troupe_store_records_written_total",
+                "Records (events, table puts and deletes) written by the group commits", d(records_written()), engine);
+  const auto t = writer_times();
+  s.add_counter("troupe_store_writer_busy_seconds_total", "The store writer thread's time on groups",
+                std::chrono::duration<double>(t.busy).count(), engine);
+  const auto c = compactions();
+  s.add_counter("troupe_store_compactions_total", "The engine's compactions", d(c.compactions), engine);
+  s.add_counter("troupe_store_compaction_bytes_written_total", "Bytes the engine's compactions wrote",
+                d(c.bytes_written), engine);
+}
+
 TROUPE_DECL std::uint64_t rocksdb_store::batches_written() const noexcept { return engine_->batches_written(); }
 TROUPE_DECL std::uint64_t rocksdb_store::events_written() const noexcept { return engine_->events_written(); }
 TROUPE_DECL std::uint64_t rocksdb_store::records_written() const noexcept { return engine_->records_written(); }
