@@ -11,6 +11,7 @@
 //
 // Each prints a JSON line per slice (or report) and a summary as its last
 // line. Run from a Release build; compare N and 4N.
+#include <troupe/persistence/json.hpp>
 #include <troupe/actor_system.hpp>
 #include <troupe/delivery/entities.hpp>
 #include <troupe/delivery/reliable_actor.hpp>
@@ -110,7 +111,7 @@ int activate(long actors, long slice) {
                              {"transport_admissions", static_cast<long>(sys.extension<td::transport>()->admissions())},
                              {"rss_mib", now},
                              {"peak_rss_mib", peak}};
-    std::cout << boost::json::serialize(line) << std::endl;
+    std::cout << troupe::persistence::to_plain_json(line) << std::endl;
   }
   boost::json::object summary{{"actors", actors},
                               {"seconds", seconds_since(t0)},
@@ -118,7 +119,7 @@ int activate(long actors, long slice) {
                               {"last_slice_per_second", rates.back()},
                               {"last_to_first", rates.back() / rates.front()},
                               {"peak_rss_mib", rss_mib().second}};
-  std::cout << boost::json::serialize(summary) << std::endl;
+  std::cout << troupe::persistence::to_plain_json(summary) << std::endl;
   return 0;
 }
 
@@ -176,7 +177,7 @@ int recovery(long events) {
                              {"seconds", std::chrono::duration<double>(p.elapsed).count()},
                              {"done", p.done},
                              {"rss_mib", rss_mib().first}};
-    std::cout << boost::json::serialize(line) << std::endl;
+    std::cout << troupe::persistence::to_plain_json(line) << std::endl;
   };
   const auto t0 = clock_type::now();
   auto l = sys.spawn<ledger>(troupe::persistence_id{"ledger"}, o);
@@ -189,7 +190,7 @@ int recovery(long events) {
                               {"rss_before_mib", before},
                               {"peak_rss_mib", peak},
                               {"rss_growth_mib", peak - before}};
-  std::cout << boost::json::serialize(summary) << std::endl;
+  std::cout << troupe::persistence::to_plain_json(summary) << std::endl;
   return 0;
 }
 

@@ -20,6 +20,8 @@
 // writing thread; a JSON line per round and a summary with the medians.
 #include "bench_common.hpp"
 
+#include <troupe/persistence/json.hpp>
+
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
@@ -225,7 +227,7 @@ int run(const std::vector<fs::path>& wal_dirs, const fs::path& dir, int repeat) 
     raw_cpu.push_back(r.cpu_us_per_record);
     group_cpu.push_back(g.cpu_us_per_record);
     batch_cpu.push_back(b.cpu_us_per_record);
-    std::cout << boost::json::serialize(boost::json::object{
+    std::cout << troupe::persistence::to_plain_json(boost::json::object{
                      {"round", round},
                      {"raw_records_per_second", r.records_per_second},
                      {"groups_records_per_second", g.records_per_second},
@@ -236,7 +238,7 @@ int run(const std::vector<fs::path>& wal_dirs, const fs::path& dir, int repeat) 
               << std::endl;
   }
   const double raw_median = median(raws);
-  std::cout << boost::json::serialize(boost::json::object{
+  std::cout << troupe::persistence::to_plain_json(boost::json::object{
                    {"wal_files", files.size()},
                    {"writes", reps.size()},
                    {"records", records},

@@ -23,6 +23,7 @@
 // order's.
 #include "workflow.hpp"
 
+#include <troupe/persistence/json.hpp>
 #include <troupe/delivery/entities.hpp>
 #include <troupe/persistence/resume.hpp>
 #include <troupe/rocksdb/store.hpp>
@@ -507,7 +508,7 @@ int run(const args& a) {
                               {"long_lived", p.long_lived},
                               {"not_ended_at_start", pending_at_start},
                               {"resumed_at_start", static_cast<long>(resumed)}};
-  std::cout << boost::json::serialize(summary) << std::endl;
+  std::cout << troupe::persistence::to_plain_json(summary) << std::endl;
   return ended_total - failed == a.upto ? 0 : 1;
 }
 
@@ -608,7 +609,7 @@ int bench(const args& a) {
                              {"live_orders", static_cast<long>(p.orders.stats().live)},
                              {"compaction_mib", static_cast<double>(written - compacted) / mib}};
     compacted = written;
-    std::cout << boost::json::serialize(line) << std::endl;
+    std::cout << troupe::persistence::to_plain_json(line) << std::endl;
     slice_start = clock_type::now();
   };
   // Orders keep arriving past --orders until --orders have ended: every
@@ -679,7 +680,7 @@ int bench(const args& a) {
                               {"compaction_written_mib", static_cast<double>(compacted_total.bytes_written) / mib},
                               {"peak_rss_mib", rss_mib().second},
                               {"allocator", allocator_name()}};
-  std::cout << boost::json::serialize(summary) << std::endl;
+  std::cout << troupe::persistence::to_plain_json(summary) << std::endl;
   return 0;
 }
 
@@ -879,7 +880,7 @@ int torture(const args& a) {
               << ", completed " << now_completed << ", charges " << v.at("charges").as_int64() << ", double charges "
               << v.at("double_charges").as_int64() << std::endl;
     if (v.at("double_charges").as_int64() != 0 || v.at("duplicate_emails").as_int64() != 0) {
-      std::cout << boost::json::serialize(v) << std::endl;
+      std::cout << troupe::persistence::to_plain_json(v) << std::endl;
       return 1;
     }
   }
@@ -899,7 +900,7 @@ int torture(const args& a) {
   auto v = verify(a);
   v["cycles"] = a.cycles;
   v["kills_in_flight"] = kills_in_flight;
-  std::cout << boost::json::serialize(v) << std::endl;
+  std::cout << troupe::persistence::to_plain_json(v) << std::endl;
   return healthy(v, a.orders) && done ? 0 : 1;
 }
 
@@ -989,7 +990,7 @@ int bench_restart(const args& a) {
                               {"ready_ms", each},
                               {"open_ms_median", opening[opening.size() / 2]},
                               {"finished_them_seconds", last.at("seconds")}};
-  std::cout << boost::json::serialize(summary) << std::endl;
+  std::cout << troupe::persistence::to_plain_json(summary) << std::endl;
   auto v = verify(args{.command = "verify", .orders = a.orders + a.under_way, .dir = a.dir});
   return healthy(v, a.orders + a.under_way) ? 0 : 1;
 }
@@ -1004,7 +1005,7 @@ int main(int argc, char** argv) {
     if (a.command == "bench-restart") return bench_restart(a);
     if (a.command == "verify") {
       auto v = verify(a);
-      std::cout << boost::json::serialize(v) << std::endl;
+      std::cout << troupe::persistence::to_plain_json(v) << std::endl;
       return healthy(v, a.orders) ? 0 : 1;
     }
     return torture(a);

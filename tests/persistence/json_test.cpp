@@ -73,3 +73,23 @@ TEST_CASE("a string that is not UTF-8 (bytes of a binary value, Latin-1 text, a 
 }
 
 } // namespace persistence_json_test
+
+namespace persistence_plain_json_test {
+
+TEST_CASE("to_plain_json writes floating-point numbers as plain decimals, the rest as serialize does") {
+  boost::json::value v = {{"seconds", 0.096739452},
+                          {"rate", 1083.6737096073598},
+                          {"tiny", 1e-7},
+                          {"n", 42},
+                          {"neg", -2.5},
+                          {"s", "a \"q\"\n"},
+                          {"list", boost::json::array{1.5e6, true, nullptr}}};
+  CHECK(troupe::persistence::to_plain_json(v) ==
+        R"({"seconds":0.096739452,"rate":1083.6737096073598,"tiny":0.0000001,"n":42,"neg":-2.5,"s":"a \"q\"\n",)"
+        R"("list":[1500000,true,null]})");
+  CHECK(troupe::persistence::to_plain_json(boost::json::value(std::numeric_limits<double>::infinity())) == "null");
+  // What it writes parses back to the same numbers.
+  CHECK(boost::json::parse(troupe::persistence::to_plain_json(v)).at("rate").as_double() == 1083.6737096073598);
+}
+
+} // namespace persistence_plain_json_test

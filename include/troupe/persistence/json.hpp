@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 
+#include <charconv>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -51,5 +53,57 @@ T from_json_text(std::string_view text) {
 /// A type whose values convert to and from JSON through Boost.JSON.
 template <class T>
 concept json_convertible = boost::json::has_value_from<T>::value && boost::json::has_value_to<T>::value;
+
+/// `v` as JSON text, as `boost::json::serialize` writes it but for
+/// floating-point numbers, written as plain decimals (`0.0967`, `516.85`)
+/// in their shortest exact form instead of in exponent form
+/// (`9.67E-2`): for what people and shell scripts read, such as a CLI's
+/// summary line. A number JSON cannot hold (an infinity, NaN) is `null`.
+inline void to_plain_json(const boost::json::value& v, std::string& out) {
+  switch (v.kind()) {
+  case boost::json::kind::double_: {
+    const double d = v.get_double();
+    if (!std::isfinite(d)) {
+      out += "null";
+      return;
+    }
+    char buf[400]; // (fixed notation of the largest double: 309 digits)
+    auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::fixed);
+    out.append(buf, r.ptr);
+    return;
+  }
+  case boost::json::kind::array: {
+    out += '[';
+    bool first = true;
+    for (const auto& e : v.get_array()) {
+      if (!first) out += ',';
+      first = false;
+      to_plain_json(e, out);
+    }
+    out += ']';
+    return;
+  }
+  case boost::json::kind::object: {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, e] : v.get_object()) {
+      if (!first) out += ',';
+      first = false;
+      out += boost::json::serialize(boost::json::string_view(k));
+      out += ':';
+      to_plain_json(e, out);
+    }
+    out += '}';
+    return;
+  }
+  default: out += boost::json::serialize(v); return;
+  }
+}
+
+inline std::string to_plain_json(const boost::json::value& v) {
+  std::string out;
+  to_plain_json(v, out);
+  return out;
+}
 
 } // namespace troupe::persistence
