@@ -125,11 +125,11 @@ public:
   system_state& sys() const noexcept { return *sys_; }
   bool closed() const noexcept { return inbox_.closed(); }
   /// Racy: messages the actor took from its mailbox and has not yet
-  /// handled (the one in its handler too), as of its last take (with `system_config::metrics`; 0
-  /// without). The mailbox is taken whole at once, so this is its depth
-  /// when the actor last looked at it; what came since is counted at its
-  /// next look (a producer counts nothing: that would put an atomic
-  /// read-modify-write on every send).
+  /// handled (the one in its handler too), as of its last take (with
+  /// `system_config::metrics`; 0 without). The mailbox is taken whole at
+  /// once, so this is its depth when the actor last looked at it; what
+  /// came since is counted at its next look (a sender counts nothing:
+  /// that would put an atomic read-modify-write on every send).
   std::uint32_t queued() const noexcept {
     const auto d = static_cast<std::int32_t>(seen_.load(std::memory_order_relaxed) -
                                              handled_.load(std::memory_order_relaxed) -

@@ -53,8 +53,8 @@ TROUPE_DECL void system_state::collect_core_metrics(metrics_snapshot& s) const {
       most = std::max(most, q);
     }
   }
-  s.add_gauge("troupe_mailbox_depth_sum", "Messages waiting in every live actor's mailbox", static_cast<double>(sum));
-  s.add_gauge("troupe_mailbox_depth_max", "Messages waiting in the fullest mailbox", static_cast<double>(most));
+  s.add_gauge("troupe_mailbox_depth_sum", "Messages live actors took from their mailboxes and have not handled yet, as of their last take", static_cast<double>(sum));
+  s.add_gauge("troupe_mailbox_depth_max", "The most one live actor took from its mailbox and has not handled yet, as of its last take", static_cast<double>(most));
 }
 
 } // namespace troupe::detail

@@ -279,11 +279,13 @@ struct endpoint::impl {
 
   actor_system& sys;
   const endpoint_options options;
+  // Before the io_context: the connections' frames, destroyed with it,
+  // count themselves out.
+  std::uint32_t connections = 0; // (the io thread's only)
+  std::atomic<std::uint64_t> served{0};
   asio::io_context io{1};
   tcp::acceptor acceptor;
   tcp::endpoint bound;
-  std::uint32_t connections = 0; // (the io thread's only)
-  std::atomic<std::uint64_t> served{0};
   std::thread thread;
 };
 
