@@ -398,3 +398,29 @@ TEST_CASE("a long recovery reports its progress every so many events and at the 
 }
 
 } // namespace persistence_persistent_actor_test
+
+namespace persistence_persistent_actor_test {
+
+TEST_CASE("metrics: a recovery through the system's journal counts its events and its time") {
+  tp::memory_store store;
+  {
+    troupe::actor_system sys;
+    auto c = sys.spawn<counter>(tp::persistence_id{"c-1"}, journal_for(store));
+    for (int i = 1; i <= 10; ++i) test::get(c.ask(add{i}, asio::use_future));
+  }
+  troupe::actor_system sys;
+  auto j = journal_for(store);
+  tp::set_journal(sys, j);
+  auto c = sys.spawn<counter>(tp::persistence_id{"c-1"}, j);
+  auto d = sys.spawn<counter>(tp::persistence_id{"c-2"}, j); // nothing to replay
+  CHECK(test::get(c.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{55, 10});
+  CHECK(test::get(d.ask(get{}, asio::use_future)) == std::pair<int, tp::sequence_nr>{0, 0});
+  const auto m = sys.metrics();
+  CHECK(m.value("troupe_recovery_events_total") == 10);
+  const auto* r = m.sample("troupe_recovery_seconds");
+  REQUIRE(r);
+  CHECK(r->count == 2);
+  CHECK(r->sum > 0);
+}
+
+} // namespace persistence_persistent_actor_test

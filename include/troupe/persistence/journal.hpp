@@ -50,6 +50,11 @@ public:
   /// the actor system's snapshots call it. By default nothing.
   virtual void report_metrics(metrics_snapshot& s) const { (void)s; }
 
+  /// Counts a recovery that replayed `events` in `took` (for the metrics).
+  virtual void count_recovery(std::uint64_t events, std::chrono::steady_clock::duration took) noexcept {
+    (void)events, (void)took;
+  }
+
   // -- tables -------------------------------------------------------------------
 
   /// The table named `name`, created if the store has none of that name
@@ -325,6 +330,10 @@ public:
       auto ec = store_.write(pid, events, tables);
       timed(ec);
     }
+  }
+
+  void count_recovery(std::uint64_t events, std::chrono::steady_clock::duration took) noexcept override {
+    meter_->record_recovery(events, took);
   }
 
   void report_metrics(metrics_snapshot& s) const override {

@@ -32,7 +32,17 @@ public:
     errors_.push_back({ec, ec.message(), 1});
   }
 
+  void record_recovery(std::uint64_t events, std::chrono::steady_clock::duration took) noexcept {
+    recoveries_.observe(std::chrono::duration<double>(took).count());
+    recovered_events_.add(events);
+  }
+
   void report(metrics_snapshot& s) const {
+    s.add("troupe_recovery_seconds", "Recoveries of persistent actors (claim, snapshot, replay), by duration",
+          metric_type::histogram, recoveries_.sample());
+    s.add_counter("troupe_recovery_events_total",
+                  "Events replayed by recoveries (events/s: its rate over troupe_recovery_seconds_sum's)",
+                  static_cast<double>(recovered_events_.value()));
     s.add("troupe_persist_latency_seconds", "Journal writes, from their request to durable (or failed)",
           metric_type::histogram, latency_.sample());
     s.add_counter("troupe_persist_writes_total", "Journal writes requested and completed",
@@ -54,6 +64,8 @@ private:
   };
   histogram latency_{histogram::seconds_buckets()};
   counter writes_, events_;
+  histogram recoveries_{histogram::seconds_buckets()};
+  counter recovered_events_;
   mutable troupe::detail::spinlock lock_;
   std::list<error_count> errors_; // (few: the codes a store reports)
 };

@@ -80,6 +80,7 @@ public:
     const auto every = options_ ? std::max<std::uint64_t>(1, options_->recovery_progress_every) : 1;
     const auto started = std::chrono::steady_clock::now();
     recovery_progress progress{pid_, 0, report ? journal_.highest_sequence_nr(pid_) : 0, out_.snapshot};
+    std::uint64_t replayed = 0;
     auto ec = journal_.replay(pid_, expected, max_sequence_nr, UINT64_MAX, [&](const event_record& r) {
       // A salvage's record covers its numbers (from before a snapshot, too).
       if (r.seq != expected && !(r.manifest == events_lost_manifest && lost_from(r) <= expected)) {
@@ -90,6 +91,7 @@ public:
       }
       pipeline.push(r);
       expected = r.seq + 1;
+      ++replayed;
       if (report && ++progress.events_read % every == 0) {
         progress.elapsed = std::chrono::steady_clock::now() - started;
         (*report)(progress);
@@ -112,6 +114,7 @@ public:
                   failure(out_.seq + 1, {},
                           "events " + std::to_string(out_.seq + 1) + " to " + std::to_string(highest) +
                               " are missing (deleted, and no readable snapshot covers them)"));
+    journal_.count_recovery(replayed, std::chrono::steady_clock::now() - started);
     if (report) {
       progress.highest = highest;
       progress.elapsed = std::chrono::steady_clock::now() - started;
