@@ -172,6 +172,7 @@ public:
   void coroutine_done(envelope<T>* e, std::exception_ptr ep) noexcept {
     e->dispose();
     in_coroutine_ = false;
+    if (sys_->config.metrics) count_passed(); // its message has left (see `queued`)
     if (ep && on_failure(ep)) return;
     schedule();
   }

@@ -125,10 +125,7 @@ void cell<T>::turn() noexcept {
       if (on_failure(ep)) return;
       continue;
     }
-    if (suspended) {
-      if (metrics) count_passed();
-      return;
-    }
+    if (suspended) return; // (counted out by coroutine_done: the cell may be gone by now)
     e->dispose();
     handled_.store(handled_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     n += user ? 1 : 0;
