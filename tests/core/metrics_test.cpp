@@ -4,12 +4,17 @@
 
 #include "../support.hpp"
 
+#include <troupe/task.hpp>
+
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 
 #include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 // In a namespace of its own: the tests build several files as one unit.
 namespace core_metrics_test {
@@ -193,6 +198,44 @@ TEST_CASE("metrics: mailbox depth counts what an actor took and has not handled 
   s = sys.metrics();
   CHECK(s.value("troupe_mailbox_depth_max") == 0);
   CHECK(s.value("troupe_mailbox_depth_sum") == 0);
+}
+
+struct slow_add {
+  int n;
+};
+
+class coroutine_counting {
+public:
+  troupe::task<int> handle(slow_add m) {
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(1));
+    co_await t.async_wait(asio::use_awaitable);
+    if (m.n < 0) throw std::runtime_error("failed on purpose");
+    co_return sum_ += m.n;
+  }
+  int handle(total) const { return sum_; }
+
+private:
+  int sum_ = 0;
+};
+
+TEST_CASE("metrics: mailbox depth comes back to zero after coroutine handlers, finished or failed") {
+  troupe::actor_system sys(troupe::system_config{.threads = 2});
+  auto a = sys.spawn<coroutine_counting>();
+  std::vector<std::future<int>> replies;
+  for (int i = 0; i < 20; ++i) replies.push_back(a.ask(slow_add{i == 7 ? -1 : 1}, asio::use_future));
+  int failed = 0;
+  for (auto& r : replies) {
+    try {
+      (void)test::get(r);
+    } catch (const std::exception&) {
+      ++failed;
+    }
+  }
+  CHECK(failed == 1);
+  (void)test::get(a.ask(total{}, asio::use_future));
+  const auto s = sys.metrics();
+  CHECK(s.value("troupe_mailbox_depth_sum") == 0);
+  CHECK(s.value("troupe_mailbox_depth_max") == 0);
 }
 
 TEST_CASE("metrics: with system_config::metrics off, the per-message counts stay zero and the rest is kept") {
