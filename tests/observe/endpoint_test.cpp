@@ -103,10 +103,19 @@ TEST_CASE("prometheus: an idle connection is closed after idle_timeout; connecti
   asio::io_context io;
   const tcp::endpoint at(asio::ip::make_address("127.0.0.1"), ep.port());
   tcp::socket a(io), b(io), c(io);
-  a.connect(at);
-  b.connect(at);
+  // Each served once, so both are accepted and counted before c comes.
+  const std::string once = "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (auto* s : {&a, &b}) {
+    s->connect(at);
+    asio::write(*s, asio::buffer(once));
+    std::string head;
+    char one;
+    while (!head.ends_with("\r\n\r\n") && s->read_some(asio::buffer(&one, 1))) head += one;
+    REQUIRE(head.starts_with("HTTP/1.1 404"));
+    std::string body(std::stoul(head.substr(head.find("Content-Length: ") + 16)), '\0');
+    asio::read(*s, asio::buffer(body));
+  }
   asio::write(a, asio::buffer(std::string("GET /metrics HTTP/1.1\r\n"))); // never ends its head
-  std::this_thread::sleep_for(50ms);                                      // both accepted
   c.connect(at);
   char buf[64];
   std::error_code ec;

@@ -3,8 +3,8 @@
 // The bodies of <troupe/metrics.hpp>'s snapshot and registry.
 
 #include <troupe/metrics.hpp>
+#include <troupe/detail/number_text.hpp>
 
-#include <charconv>
 #include <cmath>
 
 namespace troupe {
@@ -52,15 +52,7 @@ inline void append_number(std::string& out, double v) {
     out += v > 0 ? "+Inf" : "-Inf";
     return;
   }
-  char buf[64];
-  // Integers (counts) as integers; others in their shortest exact form.
-  if (v == std::floor(v) && std::fabs(v) < 9.007199254740992e15) {
-    auto r = std::to_chars(buf, buf + sizeof buf, static_cast<std::int64_t>(v));
-    out.append(buf, r.ptr);
-    return;
-  }
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+  append_finite_number(out, v);
 }
 
 inline void append_escaped(std::string& out, std::string_view s, bool quote) {

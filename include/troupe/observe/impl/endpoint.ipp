@@ -5,6 +5,7 @@
 // parsed by Beast, answered from the actor system's metrics snapshot.
 
 #include <troupe/observe/endpoint.hpp>
+#include <troupe/detail/number_text.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -22,7 +23,6 @@
 
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <thread>
@@ -59,11 +59,7 @@ inline void json_number(std::string& out, double v) {
     out += "null";
     return;
   }
-  char buf[64];
-  auto r = v == std::floor(v) && std::fabs(v) < 9.007199254740992e15
-               ? std::to_chars(buf, buf + sizeof buf, static_cast<std::int64_t>(v))
-               : std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+  troupe::detail::append_finite_number(out, v);
 }
 
 namespace http = boost::beast::http;
